@@ -1,0 +1,1 @@
+"""Hugging Face OmniVoice checkpoint -> GGUF converter (``omnivoice-convert``)."""

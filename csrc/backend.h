@@ -1,0 +1,34 @@
+#pragma once
+// The compute backend shared by every model of one process-level handle: the best device ggml
+// offers (a GPU when libggml was built with one) plus the CPU backend that runs our custom ops.
+#include <memory>
+
+#include "ggml-backend.h"
+
+namespace ov {
+
+class Backend {
+public:
+    explicit Backend(int n_threads);
+    ~Backend();
+    Backend(const Backend &) = delete;
+    Backend & operator=(const Backend &) = delete;
+
+    ggml_backend_t get() const { return backend_; }
+    bool is_cpu() const;
+    const char * name() const;
+
+    void set_n_threads(int n_threads);
+    int n_threads() const { return n_threads_; }
+
+    // Runs a graph whose tensors were allocated on this backend; throws on failure.
+    void compute(ggml_cgraph * graph);
+
+private:
+    ggml_backend_t backend_ = nullptr;
+    int n_threads_ = 0;
+};
+
+using BackendPtr = std::shared_ptr<Backend>;
+
+}  // namespace ov

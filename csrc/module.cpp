@@ -1,0 +1,113 @@
+// pybind11 entry point of omnivoice._core: the backend handle, GGUF inspection, and the
+// component bindings registered from the py_*.cpp files.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "backend.h"
+#include "bindings.h"
+#include "errors.h"
+#include "gguf_file.h"
+
+namespace py = pybind11;
+using namespace pybind11::literals;
+
+namespace ov {
+
+static std::vector<BindFn> & registry() {
+    static std::vector<BindFn> fns;  // function-local: safe from static-init order across files
+    return fns;
+}
+
+Binding::Binding(BindFn fn) { registry().push_back(fn); }
+
+const std::vector<BindFn> & bindings() { return registry(); }
+
+static py::object gguf_value(gguf_context * meta, int64_t id, gguf_type type, size_t i) {
+    // Element i of an array value, or the scalar when type is not an array.
+    switch (type) {
+        case GGUF_TYPE_UINT8: return py::int_(((const uint8_t *) gguf_get_arr_data(meta, id))[i]);
+        case GGUF_TYPE_INT8: return py::int_(((const int8_t *) gguf_get_arr_data(meta, id))[i]);
+        case GGUF_TYPE_UINT16: return py::int_(((const uint16_t *) gguf_get_arr_data(meta, id))[i]);
+        case GGUF_TYPE_INT16: return py::int_(((const int16_t *) gguf_get_arr_data(meta, id))[i]);
+        case GGUF_TYPE_UINT32: return py::int_(((const uint32_t *) gguf_get_arr_data(meta, id))[i]);
+        case GGUF_TYPE_INT32: return py::int_(((const int32_t *) gguf_get_arr_data(meta, id))[i]);
+        case GGUF_TYPE_UINT64: return py::int_(((const uint64_t *) gguf_get_arr_data(meta, id))[i]);
+        case GGUF_TYPE_INT64: return py::int_(((const int64_t *) gguf_get_arr_data(meta, id))[i]);
+        case GGUF_TYPE_FLOAT32: return py::float_(((const float *) gguf_get_arr_data(meta, id))[i]);
+        case GGUF_TYPE_FLOAT64: return py::float_(((const double *) gguf_get_arr_data(meta, id))[i]);
+        case GGUF_TYPE_BOOL: return py::bool_(((const int8_t *) gguf_get_arr_data(meta, id))[i] != 0);
+        case GGUF_TYPE_STRING: return py::str(gguf_get_arr_str(meta, id, i));
+        default: return py::none();
+    }
+}
+
+py::dict metadata_dict(const GGUFFile & file) {
+    gguf_context * meta = file.meta();
+    py::dict out;
+    for (int64_t id = 0; id < gguf_get_n_kv(meta); ++id) {
+        const char * key = gguf_get_key(meta, id);
+        const gguf_type type = gguf_get_kv_type(meta, id);
+        py::object value;
+        switch (type) {
+            case GGUF_TYPE_UINT8: value = py::int_(gguf_get_val_u8(meta, id)); break;
+            case GGUF_TYPE_INT8: value = py::int_(gguf_get_val_i8(meta, id)); break;
+            case GGUF_TYPE_UINT16: value = py::int_(gguf_get_val_u16(meta, id)); break;
+            case GGUF_TYPE_INT16: value = py::int_(gguf_get_val_i16(meta, id)); break;
+            case GGUF_TYPE_UINT32: value = py::int_(gguf_get_val_u32(meta, id)); break;
+            case GGUF_TYPE_INT32: value = py::int_(gguf_get_val_i32(meta, id)); break;
+            case GGUF_TYPE_UINT64: value = py::int_(gguf_get_val_u64(meta, id)); break;
+            case GGUF_TYPE_INT64: value = py::int_(gguf_get_val_i64(meta, id)); break;
+            case GGUF_TYPE_FLOAT32: value = py::float_(gguf_get_val_f32(meta, id)); break;
+            case GGUF_TYPE_FLOAT64: value = py::float_(gguf_get_val_f64(meta, id)); break;
+            case GGUF_TYPE_BOOL: value = py::bool_(gguf_get_val_bool(meta, id)); break;
+            case GGUF_TYPE_STRING: value = py::str(gguf_get_val_str(meta, id)); break;
+            case GGUF_TYPE_ARRAY: {
+                const gguf_type et = gguf_get_arr_type(meta, id);
+                py::list items;
+                for (size_t i = 0; i < gguf_get_arr_n(meta, id); ++i) items.append(gguf_value(meta, id, et, i));
+                value = items;
+                break;
+            }
+            default: value = py::none();
+        }
+        out[py::str(key)] = value;
+    }
+    return out;
+}
+
+}  // namespace ov
+
+PYBIND11_MODULE(_core, m) {
+    m.doc() = "omnivoice C++ core on ggml";
+
+    static py::exception<ov::ModelFormatError> model_format_error(m, "ModelFormatError", PyExc_ValueError);
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const ov::ModelFormatError & e) {
+            py::set_error(model_format_error, e.what());
+        }
+    });
+
+    py::class_<ov::Backend, ov::BackendPtr>(m, "Backend", "A ggml compute backend (best device, CPU fallback).")
+        .def(py::init<int>(), "n_threads"_a = 0, "n_threads <= 0 uses every core.")
+        .def_property("n_threads", &ov::Backend::n_threads, &ov::Backend::set_n_threads)
+        .def_property_readonly("name", [](const ov::Backend & b) { return std::string(b.name()); })
+        .def_property_readonly("is_cpu", &ov::Backend::is_cpu);
+
+    m.def(
+        "read_gguf",
+        [](const std::string & path, const std::string & arch, const ov::BackendPtr & backend) {
+            ov::GGUFFile file(path, arch, *backend);
+            py::dict tensors;
+            for (size_t i = 0; i < file.n_tensors(); ++i) {
+                const char * name = gguf_get_tensor_name(file.meta(), (int64_t) i);
+                tensors[py::str(name)] = py::str(ggml_type_name(gguf_get_tensor_type(file.meta(), (int64_t) i)));
+            }
+            return py::make_tuple(ov::metadata_dict(file), tensors);
+        },
+        "path"_a, "arch"_a, "backend"_a,
+        "Load a GGUF of the given arch; returns (metadata dict, {tensor name: type name}).");
+
+    for (ov::BindFn fn : ov::bindings()) fn(m);
+}
