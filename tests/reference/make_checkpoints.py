@@ -339,14 +339,24 @@ def codec_config(size: str) -> HiggsAudioV2TokenizerConfig:
 
 @torch.no_grad()
 def randomise_lm(model: OmniVoice, gen: torch.Generator) -> None:
-    """Makes the weights the upstream init leaves constant random too.
+    """Redraws the LM weights so that a random model still has structure.
 
-    RMSNorm gains start at 1: draw them from U(0.5, 1.5) so a missing or
-    misplaced norm weight shows in the outputs.
+    The upstream init (N(0, 0.02), norms at 1) gives near-flat logits that
+    hardly depend on position, so greedy decoding fills every frame with the
+    same code and ties decide the unmasking order. Instead:
+
+    - linear weights N(0, 1/fan_in): attention scores and logits are O(1), and
+      RoPE makes positions distinguishable;
+    - embeddings N(0, 1);
+    - RMSNorm gains U(0.5, 1.5), so a missing or misplaced norm weight shows.
     """
     for name, p in model.named_parameters():
         if name.endswith("norm.weight"):
             p.copy_(torch.empty_like(p).uniform_(0.5, 1.5, generator=gen))
+        elif name.endswith(("embed_tokens.weight", "audio_embeddings.weight")):
+            p.copy_(torch.randn(p.shape, generator=gen))
+        elif p.dim() == 2:
+            p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
 
 
 @torch.no_grad()
