@@ -28,6 +28,8 @@ logger = logging.getLogger("dump_fixtures")
 SEED = 0
 SAMPLE_RATE = 24000
 SIGNAL_SECONDS = 1.0
+# Zeros upstream puts on each side of the 16 kHz signal before HuBERT.
+HUBERT_PAD = 160
 
 # Strings whose raw text-tokenizer ids are dumped (tokenizer(s).input_ids).
 TOKENIZER_CORPUS = [
@@ -261,7 +263,7 @@ def dump_lm_logits(model: OmniVoice, out: Path) -> None:
     captured without logits, for the uncond-row padding layout.
     """
     args = dict(
-        text="Hello world, this is a test.",
+        text="Hi there.",
         language="en",
         instruct="female, low pitch",
         duration=0.2,
@@ -361,19 +363,23 @@ def dump_codec_encode(model: OmniVoice, out: Path) -> None:
     v = cap.values
     hidden = v["hubert_hidden_states"][0]
     hubert_in = v["hubert_input"][0]
-    pad = 160
+    # Stored once: HuBERT got audio_16k with HUBERT_PAD zeros each side, and
+    # the acoustic encoder got audio_24k as it is (no hop/2 padding, since its
+    # conv output length already matches the semantic frames).
+    if hubert_in[:HUBERT_PAD].any() or hubert_in[-HUBERT_PAD:].any():
+        raise RuntimeError("HuBERT input is not zero-padded by HUBERT_PAD")
+    if not torch.equal(v["acoustic_encoder_input"][0, 0], torch.from_numpy(x24)):
+        raise RuntimeError("acoustic encoder input differs from the signal: store it")
     save_npz(
         out / "codec_encode.npz",
         {
             "audio_24k": x24,
-            "audio_16k": hubert_in[pad:-pad],
-            "hubert_input": hubert_in,
+            "audio_16k": hubert_in[HUBERT_PAD:-HUBERT_PAD],
             "hubert_conv_out": v["hubert_conv_out"][0],
             "hubert_hidden_states": hidden,
             "hubert_mean": hidden.mean(dim=0),
             "semantic_features": v["semantic_features"][0],
             "semantic_encoder_out": v["semantic_encoder_out"][0],
-            "acoustic_encoder_input": v["acoustic_encoder_input"][0, 0],
             "acoustic_encoder_out": v["acoustic_encoder_out"][0],
             "fc_out": v["fc_out"][0],
             "codes": codes[0].to(torch.int32),
@@ -429,9 +435,8 @@ def dump_generate(model: OmniVoice, out: Path) -> None:
         meta: dict[str, Any] = {"generate_args": kwargs, "sampling_rate": model.sampling_rate}
         if name == "clone":
             p = prompts[0]
-            arrays["ref_audio_24k"] = x24
             arrays["ref_audio_tokens"] = p.ref_audio_tokens.to(torch.int32)
-            meta["ref_audio"] = "ref_audio_24k at 24000 Hz (codec_encode.npz audio_24k)"
+            meta["ref_audio"] = "(codec_encode.npz audio_24k, 24000), passed as a (1, N) float32 tensor"
             meta["prompt_ref_text"] = p.ref_text
             meta["prompt_ref_rms"] = p.ref_rms
         save_npz(out / f"generate_{name}.npz", arrays)
