@@ -16,11 +16,13 @@ TORCH_WHEEL=${2:-/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.
 
 python3.11 -m venv "$VENV"
 PIP="$VENV/bin/pip"
-"$PIP" install -q --upgrade pip
 "$PIP" install -q "$TORCH_WHEEL"
 # Upstream declares gradio, librosa, torchaudio, ... which inference does not need.
 "$PIP" install -q --no-deps omnivoice==0.2.1
 # A constraint keeps pip from replacing the torch installed above.
 "$VENV/bin/python" -c 'import torch; print(f"torch=={torch.__version__}")' > "$VENV/torch-constraint.txt"
-"$PIP" install -q -c "$VENV/torch-constraint.txt" transformers soundfile pydub accelerate safetensors soxr numpy tokenizers
+# Versions the committed fixtures were made with.
+"$PIP" install -q -c "$VENV/torch-constraint.txt" \
+    transformers==5.24.0 tokenizers==0.23.3 safetensors==0.8.0 accelerate==1.15.0 \
+    numpy==2.4.6 soundfile==0.14.0 pydub==0.25.1 soxr==1.1.0
 "$VENV/bin/python" -c 'import torch, transformers, soxr; print("torch", torch.__version__, "transformers", transformers.__version__)'
