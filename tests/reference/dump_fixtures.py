@@ -273,8 +273,16 @@ def dump_lm_logits(model: OmniVoice, out: Path) -> None:
         postprocess_output=False,
     )
     calls = capture_forward_calls(model, 1)
+    cap = Capture()
+    cap.method(model, "_prepare_embed_inputs", "inputs_embeds")
+    for i, layer in enumerate(model.llm.layers):
+        cap.output(layer, f"layer{i}_out", lambda o: (o[0] if isinstance(o, tuple) else o).detach().clone())
+    cap.output(model.llm.norm, "norm_out", lambda o: o.detach().clone())
     try:
-        model.generate(**args)
+        try:
+            model.generate(**args)
+        finally:
+            cap.close()
         batch2_args = dict(
             text=["Hi.", "A much longer second sentence, to pad the batch."],
             language=[None, "en"],
@@ -298,6 +306,9 @@ def dump_lm_logits(model: OmniVoice, out: Path) -> None:
             "audio_mask": c["audio_mask"],
             "attention_mask": c["attention_mask"][:, 0],
             "logits": c["logits"].float(),
+            "inputs_embeds": cap.values["inputs_embeds"],
+            **{f"layer{i}_out": cap.values[f"layer{i}_out"] for i in range(len(model.llm.layers))},
+            "norm_out": cap.values["norm_out"],
             "batch2_input_ids": calls_b2[0]["input_ids"].to(torch.int32),
             "batch2_audio_mask": calls_b2[0]["audio_mask"],
             "batch2_attention_mask": calls_b2[0]["attention_mask"][:, 0],
@@ -420,6 +431,7 @@ def dump_generate(model: OmniVoice, out: Path) -> None:
 
         model._generate_iterative = iterative  # type: ignore[method-assign]
         model.create_voice_clone_prompt = make_prompt  # type: ignore[method-assign]
+        calls = capture_forward_calls(model, kwargs["num_step"])
         try:
             call_kwargs = dict(kwargs)
             if name == "clone":
@@ -428,10 +440,19 @@ def dump_generate(model: OmniVoice, out: Path) -> None:
         finally:
             del model._generate_iterative
             del model.create_voice_clone_prompt
+            del model.forward
         tokens = grids[0]
+        n_frames = tokens.shape[-1]
+        # Batch of one: the cond row ends with the target frames.
+        step_tokens = torch.stack([c["input_ids"][0, :, -n_frames:] for c in calls])
         with torch.no_grad():
             raw = model.audio_tokenizer.decode(tokens.unsqueeze(0)).audio_values[0, 0]
-        arrays: dict[str, Any] = {"tokens": tokens.to(torch.int32), "audio_raw": raw, "audio": audio}
+        arrays: dict[str, Any] = {
+            "tokens": tokens.to(torch.int32),
+            "step_tokens": step_tokens.to(torch.int32),
+            "audio_raw": raw,
+            "audio": audio,
+        }
         meta: dict[str, Any] = {"generate_args": kwargs, "sampling_rate": model.sampling_rate}
         if name == "clone":
             p = prompts[0]
