@@ -72,7 +72,7 @@ DURATION_CASES = [
 ]
 
 
-def test_signal_24k() -> np.ndarray:
+def reference_signal_24k() -> np.ndarray:
     """Returns the deterministic 1 s, 24 kHz test signal (float32).
 
     Two tones, a rising chirp and white noise with a slow amplitude envelope;
@@ -357,7 +357,7 @@ def dump_codec_decode(model: OmniVoice, out: Path) -> None:
 def dump_codec_encode(model: OmniVoice, out: Path) -> None:
     """``HiggsAudioV2TokenizerModel.encode`` of the test signal with intermediates."""
     codec = model.audio_tokenizer
-    x24 = test_signal_24k()
+    x24 = reference_signal_24k()
     cap = Capture()
     cap.input(codec.semantic_model, "hubert_input")
     cap.output(codec.semantic_model.feature_extractor, "hubert_conv_out")
@@ -406,7 +406,7 @@ def dump_codec_encode(model: OmniVoice, out: Path) -> None:
 def dump_generate(model: OmniVoice, out: Path) -> None:
     """Greedy ``generate`` for auto voice, voice design and cloning."""
     common = dict(duration=1.0, num_step=8, position_temperature=0.0, class_temperature=0.0)
-    x24 = test_signal_24k()
+    x24 = reference_signal_24k()
     runs = {
         "auto": dict(text="Hello world, this is a test.", **common),
         "design": dict(text="Hello world, this is a test.", language="en", instruct="female, low pitch", **common),
