@@ -1,52 +1,77 @@
-"""Audio pre- and post-processing: silence removal, trimming, fades, volume, chunk joining.
+"""Audio in and out: loading, silence removal, trimming, fades, volume, chunk joining, WAV writing.
 
-Waveforms are float arrays of shape ``(C, T)`` (channels first) in [-1, 1], as in
-upstream OmniVoice (``omnivoice/utils/audio.py`` and the post-processing in
-``OmniVoice.generate``). Upstream finds silences with pydub on 16-bit PCM; the
-same algorithm is implemented here on numpy int16 samples, without pydub, with
-pydub's millisecond addressing (lengths rounded to whole ms, slice bounds
-truncated to frames, short slices padded with zeros) so that the cut points are
-the same sample for sample. One difference: for sample rates below 11025 Hz,
-upstream's ``remove_silence`` resamples through pydub's 11025 Hz empty segment;
-this module does not.
+The processing matches upstream OmniVoice (``omnivoice/utils/audio.py`` and the
+pre/post-processing in ``OmniVoice.create_voice_clone_prompt`` and
+``generate``). Waveforms are float arrays in [-1, 1], either mono ``(T,)`` or
+channels-first ``(C, T)``; every function returns the rank it was given.
+Silence detection runs upstream's pydub algorithm on 16-bit samples (see
+:mod:`omnivoice.silence`), so its cuts land on the same samples. One
+difference: for sample rates below 11025 Hz upstream's ``remove_silence``
+resamples through pydub's 11025 Hz empty segment; this module does not.
+
+WAV formats: ``wav16`` (16-bit PCM), ``wav24`` (24-bit PCM), ``wav32`` (32-bit
+float). The streaming writer cannot know the length when it writes the header
+(``-o -``), so it writes the RIFF and data sizes as 0xFFFFFFFF, the largest
+value, as ffmpeg does for unseekable output; ffmpeg, sox and most players then
+read to the end of the stream. On a seekable file the sizes are patched on close.
 """
 
 from __future__ import annotations
 
-import functools
-import itertools
-import math
+import struct
 import warnings
-from dataclasses import dataclass
-from typing import Optional
+from os import PathLike
+from pathlib import Path
+from types import TracebackType
+from typing import BinaryIO, Optional, Union
 
 import numpy as np
+import soundfile as sf
+import soxr
+
+from .silence import Pcm16, detect_leading_silence, detect_nonsilent, split_on_silence
 
 __all__ = [
+    "WAV_FORMATS",
+    "StreamingWavWriter",
     "cross_fade_chunks",
     "fade_and_pad_audio",
+    "load_audio",
     "normalize_reference_rms",
     "post_process_audio",
     "preprocess_reference",
     "remove_silence",
     "trim_long_audio",
     "truncate_to_hop",
+    "write_wav",
 ]
 
-# 16-bit full scale: pydub's max possible amplitude and the float <-> int16 scale.
-_FULL_SCALE = 32768.0
 # Quieter references are boosted to this RMS before encoding; generated audio is scaled back.
 REFERENCE_MIN_RMS = 0.1
 # Without a reference, generated audio is peak-normalised to this level.
 PEAK_LEVEL = 0.5
+# Level (dBFS) below which upstream's silence removal and edge trimming call audio silent.
+SILENCE_DBFS = -50
+# Format name -> (soundfile subtype, WAVE format tag, bits per sample).
+WAV_FORMATS = {"wav16": ("PCM_16", 1, 16), "wav24": ("PCM_24", 1, 24), "wav32": ("FLOAT", 3, 32)}
+# Size field value for a stream of unknown length.
+_UNKNOWN_SIZE = 0xFFFFFFFF
+# RIFF/WAVE (12 bytes), fmt chunk (8 + 16), data chunk header (8).
+_HEADER_BYTES = 44
 
 
-def _check_waveform(audio: np.ndarray, name: str = "audio") -> None:
-    """Raise ValueError unless ``audio`` is a finite float array of shape (C, T)."""
-    if not isinstance(audio, np.ndarray) or audio.ndim != 2 or not np.issubdtype(audio.dtype, np.floating):
-        raise ValueError(f"{name} must be a float numpy array of shape (channels, samples)")
+def _as_2d(audio: np.ndarray, name: str = "audio") -> np.ndarray:
+    """Check a waveform (finite floats, (T,) or (C, T)) and return it as (C, T)."""
+    if not isinstance(audio, np.ndarray) or audio.ndim not in (1, 2) or not np.issubdtype(audio.dtype, np.floating):
+        raise ValueError(f"{name} must be a float numpy array of shape (samples,) or (channels, samples)")
     if not np.all(np.isfinite(audio)):
         raise ValueError(f"{name} contains NaN or infinite samples")
+    return audio[np.newaxis] if audio.ndim == 1 else audio
+
+
+def _like(out: np.ndarray, audio: np.ndarray) -> np.ndarray:
+    """Give a (C, T) result the rank of the input ``audio``."""
+    return out[0] if audio.ndim == 1 else out
 
 
 def _check_rate(sample_rate: int) -> None:
@@ -55,162 +80,41 @@ def _check_rate(sample_rate: int) -> None:
         raise ValueError(f"sample rate must be positive, got {sample_rate}")
 
 
-@functools.lru_cache(maxsize=8)
-def _below_dbfs(threshold_db: float) -> np.ndarray:
-    """Table over integer RMS 0..32768: is its level below ``threshold_db`` dBFS?
+def load_audio(path: Union[str, PathLike], sample_rate: int) -> np.ndarray:
+    """Read an audio file as mono float32 at ``sample_rate``.
 
-    Evaluated with pydub's own expression, ``20 * log(rms / 32768, 10)``, so that
-    values at the boundary fall on the same side.
+    Channels are averaged; other rates are converted with soxr (upstream uses
+    torchaudio's resampler, so resampled audio differs slightly).
+
+    Args:
+        path: Any format libsndfile reads (WAV, FLAC, OGG, MP3, ...).
+        sample_rate: Wanted sample rate in Hz.
+
+    Returns:
+        float32 waveform, (T,).
+
+    Raises:
+        FileNotFoundError: No such file.
+        ValueError: The file cannot be decoded.
     """
-    table = np.ones(int(_FULL_SCALE) + 1, dtype=bool)  # RMS 0 is -inf dBFS
-    for rms in range(1, table.size):
-        table[rms] = 20 * math.log(rms / _FULL_SCALE, 10) < threshold_db
-    return table
+    _check_rate(sample_rate)
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"audio file not found: {path}")
+    try:
+        data, file_rate = sf.read(path, dtype="float32", always_2d=True)
+    except sf.LibsndfileError as err:
+        raise ValueError(f"cannot read audio file {path}: {err}") from None
+    mono = data.mean(axis=1)
+    if file_rate != sample_rate:
+        mono = soxr.resample(mono, file_rate, sample_rate).astype(np.float32)
+    return mono
 
 
-@dataclass(frozen=True)
-class _Pcm:
-    """16-bit PCM addressed in milliseconds, as pydub's ``AudioSegment`` is.
-
-    Attributes:
-        samples: int16 samples, [T, C].
-        rate: Sample rate in Hz.
-    """
-
-    samples: np.ndarray
-    rate: int
-
-    @classmethod
-    def from_float(cls, audio: np.ndarray, rate: int) -> _Pcm:
-        """Quantise a (C, T) float waveform the way upstream does (scale, clip, truncate)."""
-        return cls(np.ascontiguousarray((audio * _FULL_SCALE).clip(-32768, 32767).astype(np.int16).T), rate)
-
-    def to_float(self) -> np.ndarray:
-        """Return the samples as a float32 (C, T) waveform."""
-        return np.ascontiguousarray(self.samples.T.astype(np.float32) / np.float32(_FULL_SCALE))
-
-    def __len__(self) -> int:
-        """Duration in whole milliseconds (rounded half to even, as pydub)."""
-        return round(1000 * (self.samples.shape[0] / self.rate))
-
-    def frame(self, ms: int) -> int:
-        """Frame index of a millisecond position (truncated)."""
-        return int(ms * (self.rate / 1000.0))
-
-    def slice(self, start_ms: int, end_ms: Optional[int] = None) -> _Pcm:
-        """Return ``[start_ms, end_ms)``; a slice reaching past the last frame is padded with zeros."""
-        start_ms = min(start_ms, len(self))
-        end_ms = len(self) if end_ms is None else min(end_ms, len(self))
-        start, end = self.frame(start_ms), self.frame(end_ms)
-        part = self.samples[start:end]
-        missing = end - start - part.shape[0]
-        if missing > 0:
-            part = np.concatenate([part, np.zeros((missing, part.shape[1]), np.int16)])
-        return _Pcm(part, self.rate)
-
-    def reverse(self) -> _Pcm:
-        """Return the audio played backwards."""
-        return _Pcm(self.samples[::-1], self.rate)
-
-    def window_rms(self, starts_ms: np.ndarray, length_ms: int) -> np.ndarray:
-        """Integer RMS (as ``audioop.rms``) of ``[s, s + length_ms)`` for each start ``s``.
-
-        Ends are clipped to ``len(self)``; zero padding counts in the mean, as in
-        :meth:`slice`.
-        """
-        n_frames, n_channels = self.samples.shape
-        squares = np.square(self.samples.astype(np.int64)).sum(axis=1)
-        cumulative = np.concatenate([[0], np.cumsum(squares)])
-        frames_per_ms = self.rate / 1000.0
-        ends_ms = np.minimum(starts_ms + length_ms, len(self))
-        starts_ms = np.minimum(starts_ms, len(self))
-        # ms * (rate / 1000.0) then truncation, exactly as the frame() of each slice.
-        start = (starts_ms * frames_per_ms).astype(np.int64)
-        end = (ends_ms * frames_per_ms).astype(np.int64)
-        total = cumulative[np.minimum(end, n_frames)] - cumulative[np.minimum(start, n_frames)]
-        count = (end - start) * n_channels
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rms = np.floor(np.sqrt(total.astype(np.float64) / count))
-        return np.where(count > 0, rms, 0).astype(np.int64)
-
-
-def _detect_silence(pcm: _Pcm, min_silence_len: int, silence_thresh: float, seek_step: int) -> list[list[int]]:
-    """Silent ranges ``[start_ms, end_ms]``, as ``pydub.silence.detect_silence``."""
-    seg_len = len(pcm)
-    if seg_len < min_silence_len:
-        return []
-    threshold = 10 ** (silence_thresh / 20) * _FULL_SCALE
-    last_start = seg_len - min_silence_len
-    starts = np.arange(0, last_start + 1, seek_step)
-    if last_start % seek_step:
-        starts = np.append(starts, last_start)
-    silent_starts = starts[pcm.window_rms(starts, min_silence_len) <= threshold].tolist()
-    if not silent_starts:
-        return []
-
-    # Windows that follow each other, or overlap, make one range.
-    ranges = []
-    range_start = prev = silent_starts[0]
-    for start in silent_starts[1:]:
-        if start != prev + seek_step and start > prev + min_silence_len:
-            ranges.append([range_start, prev + min_silence_len])
-            range_start = start
-        prev = start
-    ranges.append([range_start, prev + min_silence_len])
-    return ranges
-
-
-def _detect_nonsilent(pcm: _Pcm, min_silence_len: int, silence_thresh: float, seek_step: int) -> list[list[int]]:
-    """Non-silent ranges ``[start_ms, end_ms]``, as ``pydub.silence.detect_nonsilent``."""
-    seg_len = len(pcm)
-    silent = _detect_silence(pcm, min_silence_len, silence_thresh, seek_step)
-    if not silent:
-        return [[0, seg_len]]
-    if silent[0] == [0, seg_len]:
-        return []
-    previous_ends = [0] + [end for _, end in silent]
-    ranges = [[previous_end, start] for previous_end, (start, _) in zip(previous_ends, silent)]
-    if silent[-1][1] != seg_len:
-        ranges.append([silent[-1][1], seg_len])
-    if ranges[0] == [0, 0]:
-        ranges.pop(0)
-    return ranges
-
-
-def _split_on_silence(
-    pcm: _Pcm, min_silence_len: int, silence_thresh: float, keep_silence: int, seek_step: int
-) -> list[_Pcm]:
-    """Non-silent pieces with up to ``keep_silence`` ms of margin, as ``pydub.silence.split_on_silence``.
-
-    Where two margins would overlap, the gap between the pieces is split at its middle.
-    """
-    ranges = [
-        [start - keep_silence, end + keep_silence]
-        for start, end in _detect_nonsilent(pcm, min_silence_len, silence_thresh, seek_step)
-    ]
-    for left, right in itertools.pairwise(ranges):
-        if right[0] < left[1]:
-            left[1] = (left[1] + right[0]) // 2
-            right[0] = left[1]
-    return [pcm.slice(max(start, 0), min(end, len(pcm))) for start, end in ranges]
-
-
-def _leading_silence(pcm: _Pcm, silence_thresh: float, chunk_ms: int = 10) -> int:
-    """End of the leading silence in ms, as ``pydub.silence.detect_leading_silence``.
-
-    The audio is scanned in ``chunk_ms`` steps; a chunk is silent below ``silence_thresh`` dBFS.
-    """
-    seg_len = len(pcm)
-    starts = np.arange(0, seg_len, chunk_ms)
-    loud = ~_below_dbfs(float(silence_thresh))[pcm.window_rms(starts, chunk_ms)]
-    return int(starts[np.argmax(loud)]) if loud.any() else seg_len
-
-
-def _trim_edges(pcm: _Pcm, lead_ms: int, trail_ms: int, silence_thresh: float) -> _Pcm:
+def _trim_edges(pcm: Pcm16, lead_ms: int, trail_ms: int, silence_thresh: float) -> Pcm16:
     """Cut leading and trailing silence, keeping ``lead_ms`` / ``trail_ms`` of it."""
-    pcm = pcm.slice(max(0, _leading_silence(pcm, silence_thresh) - lead_ms))
+    pcm = pcm.slice(max(0, detect_leading_silence(pcm, silence_thresh) - lead_ms))
     backwards = pcm.reverse()
-    backwards = backwards.slice(max(0, _leading_silence(backwards, silence_thresh) - trail_ms))
+    backwards = backwards.slice(max(0, detect_leading_silence(backwards, silence_thresh) - trail_ms))
     return backwards.reverse()
 
 
@@ -229,23 +133,22 @@ def remove_silence(
     ``trail_sil`` ms. The result is quantised to 16 bits, as upstream's is.
 
     Args:
-        audio: Float waveform, (C, T).
+        audio: Float waveform, (T,) or (C, T).
         sample_rate: Sample rate in Hz.
         mid_sil: Inner silence threshold and kept margin in ms; 0 leaves inner silences alone.
         lead_sil: Leading silence to keep, in ms.
         trail_sil: Trailing silence to keep, in ms.
 
     Returns:
-        float32 waveform, (C, T').
+        float32 waveform, (T',) or (C, T').
     """
-    _check_waveform(audio)
     _check_rate(sample_rate)
-    pcm = _Pcm.from_float(audio, sample_rate)
+    pcm = Pcm16.from_float(_as_2d(audio), sample_rate)
     if mid_sil > 0:
-        pieces = _split_on_silence(pcm, mid_sil, -50, keep_silence=mid_sil, seek_step=10)
-        joined = [piece.samples for piece in pieces] or [np.zeros((0, audio.shape[0]), np.int16)]
-        pcm = _Pcm(np.concatenate(joined), sample_rate)
-    return _trim_edges(pcm, lead_sil, trail_sil, -50).to_float()
+        pieces = split_on_silence(pcm, mid_sil, SILENCE_DBFS, keep_silence=mid_sil, seek_step=10)
+        joined = [piece.samples for piece in pieces] or [pcm.samples[:0]]
+        pcm = Pcm16(np.concatenate(joined), sample_rate)
+    return _like(_trim_edges(pcm, lead_sil, trail_sil, SILENCE_DBFS).to_float(), audio)
 
 
 def trim_long_audio(
@@ -262,7 +165,7 @@ def trim_long_audio(
     would leave less than ``min_duration``, the audio is cut at ``max_duration``.
 
     Args:
-        audio: Float waveform, (C, T).
+        audio: Float waveform, (T,) or (C, T).
         sample_rate: Sample rate in Hz.
         max_duration: Longest result, in seconds.
         min_duration: Shortest result when cutting at a pause, in seconds.
@@ -271,12 +174,12 @@ def trim_long_audio(
     Returns:
         The input itself, or the trimmed float32 waveform (quantised to 16 bits).
     """
-    _check_waveform(audio)
     _check_rate(sample_rate)
-    if audio.shape[-1] / sample_rate <= trim_threshold:
+    wave = _as_2d(audio)
+    if wave.shape[-1] / sample_rate <= trim_threshold:
         return audio
-    pcm = _Pcm.from_float(audio, sample_rate)
-    speech = _detect_nonsilent(pcm, min_silence_len=100, silence_thresh=-40, seek_step=10)
+    pcm = Pcm16.from_float(wave, sample_rate)
+    speech = detect_nonsilent(pcm, min_silence_len=100, silence_thresh=-40, seek_step=10)
     if not speech:
         return audio
 
@@ -290,7 +193,7 @@ def trim_long_audio(
             break
     if cut < min_ms:
         cut = min(max_ms, len(pcm))
-    return pcm.slice(0, cut).to_float()
+    return _like(pcm.slice(0, cut).to_float(), audio)
 
 
 def fade_and_pad_audio(
@@ -299,26 +202,26 @@ def fade_and_pad_audio(
     """Fade both ends linearly and surround with silence, against clicks.
 
     Args:
-        audio: Float waveform, (C, T).
+        audio: Float waveform, (T,) or (C, T).
         pad_duration: Silence added on each side, in seconds (0 for none).
         fade_duration: Length of each fade, in seconds, at most half the audio (0 for none).
         sample_rate: Sample rate in Hz.
 
     Returns:
-        A new waveform, (C, T + 2 * pad); empty audio is returned as is.
+        A new waveform with T + 2 * pad samples; empty audio is returned as is.
     """
-    _check_waveform(audio)
+    _as_2d(audio)
     _check_rate(sample_rate)
     if audio.shape[-1] == 0:
         return audio
     out = audio.copy()
     fade = min(int(fade_duration * sample_rate), out.shape[-1] // 2)
     if fade > 0:
-        out[:, :fade] *= np.linspace(0, 1, fade, dtype=np.float32)
-        out[:, -fade:] *= np.linspace(1, 0, fade, dtype=np.float32)
+        out[..., :fade] *= np.linspace(0, 1, fade, dtype=np.float32)
+        out[..., -fade:] *= np.linspace(1, 0, fade, dtype=np.float32)
     pad = int(pad_duration * sample_rate)
     if pad > 0:
-        out = np.pad(out, ((0, 0), (pad, pad)))
+        out = np.pad(out, [(0, 0)] * (out.ndim - 1) + [(pad, pad)])
     return out
 
 
@@ -329,37 +232,38 @@ def cross_fade_chunks(chunks: list[np.ndarray], sample_rate: int, silence_durati
     of each chunk, the inserted silence and the fade-in at the start of the next.
 
     Args:
-        chunks: Float waveforms, (C, T_i), same C.
+        chunks: Float waveforms, all (T_i,) or all (C, T_i) with the same C.
         sample_rate: Sample rate in Hz.
         silence_duration: Length of the whole transition in seconds.
 
     Returns:
-        float32 waveform, (C, sum T_i + (len(chunks) - 1) * silence); a single chunk is returned as is.
+        The joined waveform, sum T_i + (len(chunks) - 1) * silence samples long;
+        a single chunk is returned as is.
 
     Raises:
-        ValueError: ``chunks`` is empty or the chunks differ in channel count.
+        ValueError: ``chunks`` is empty or the chunks differ in shape other than length.
     """
     if not chunks:
         raise ValueError("cross_fade_chunks needs at least one chunk")
     for chunk in chunks:
-        _check_waveform(chunk, "chunk")
-    if len({chunk.shape[0] for chunk in chunks}) != 1:
+        _as_2d(chunk, "chunk")
+    if len({chunk.shape[:-1] for chunk in chunks}) != 1:
         raise ValueError("all chunks must have the same number of channels")
     _check_rate(sample_rate)
     if len(chunks) == 1:
         return chunks[0]
 
     third = int(silence_duration * sample_rate) // 3
-    gap = np.zeros((chunks[0].shape[0], third), dtype=np.float32)
+    gap = np.zeros(chunks[0].shape[:-1] + (third,), dtype=np.float32)
     merged = chunks[0].copy()
     for chunk in chunks[1:]:
         fade_out = min(third, merged.shape[-1])
         if fade_out > 0:
-            merged[:, -fade_out:] *= np.linspace(1, 0, fade_out, dtype=np.float32)
+            merged[..., -fade_out:] *= np.linspace(1, 0, fade_out, dtype=np.float32)
         incoming = chunk.copy()
         fade_in = min(third, incoming.shape[-1])
         if fade_in > 0:
-            incoming[:, :fade_in] *= np.linspace(0, 1, fade_in, dtype=np.float32)
+            incoming[..., :fade_in] *= np.linspace(0, 1, fade_in, dtype=np.float32)
         merged = np.concatenate([merged, gap, incoming], axis=-1)
     return merged
 
@@ -368,13 +272,16 @@ def normalize_reference_rms(audio: np.ndarray) -> tuple[np.ndarray, float]:
     """Boost a quiet reference to RMS 0.1; report its original RMS.
 
     Args:
-        audio: Float reference waveform, (C, T).
+        audio: Float reference waveform, (T,) or (C, T).
 
     Returns:
         ``(audio, rms)``: the waveform, scaled up if its RMS was in (0, 0.1), and
         the RMS before scaling (used to scale the generated audio back).
+
+    Raises:
+        ValueError: The waveform is empty or malformed.
     """
-    _check_waveform(audio)
+    _as_2d(audio)
     if audio.size == 0:
         raise ValueError("reference audio is empty")
     rms = float(np.sqrt(np.mean(audio**2)))
@@ -387,15 +294,15 @@ def truncate_to_hop(audio: np.ndarray, hop_length: int) -> np.ndarray:
     """Drop the trailing samples that do not fill a whole codec frame.
 
     Args:
-        audio: Waveform, (C, T).
+        audio: Waveform, (T,) or (C, T).
         hop_length: Samples per codec frame.
 
     Returns:
-        ``audio[:, :T - T % hop_length]`` (a view).
+        The first ``T - T % hop_length`` samples (a view).
     """
     if hop_length <= 0:
         raise ValueError(f"hop_length must be positive, got {hop_length}")
-    return audio[:, : audio.shape[-1] - audio.shape[-1] % hop_length]
+    return audio[..., : audio.shape[-1] - audio.shape[-1] % hop_length]
 
 
 def preprocess_reference(
@@ -406,10 +313,11 @@ def preprocess_reference(
     Boosts a quiet reference (:func:`normalize_reference_rms`); with
     ``preprocess``, trims references over 20 s at a pause (only without a
     transcript, which would no longer match) and removes silences (inner ones
-    to 200 ms margins, 100 ms lead, 200 ms trail).
+    to 200 ms margins, 100 ms lead, 200 ms trail). The caller then drops the
+    partial last codec frame (:func:`truncate_to_hop`).
 
     Args:
-        audio: Mono float waveform at the model's rate, (1, T).
+        audio: Mono float waveform at the model's rate, (T,) or (1, T).
         sample_rate: Sample rate in Hz.
         ref_text_given: Whether the user gave the reference transcript.
         preprocess: Apply trimming and silence removal.
@@ -457,7 +365,7 @@ def post_process_audio(
     padded (:func:`fade_and_pad_audio`).
 
     Args:
-        audio: Decoded float waveform, (C, T).
+        audio: Decoded float waveform, (T,) or (C, T).
         sample_rate: Sample rate in Hz.
         ref_rms: RMS of the reference before boosting, or ``None`` without a reference.
         postprocess_output: Remove silences.
@@ -465,7 +373,7 @@ def post_process_audio(
         fade_duration: Fade length, in seconds.
 
     Returns:
-        The processed waveform, (C, T').
+        The processed waveform, same rank as ``audio``.
     """
     if postprocess_output:
         audio = remove_silence(audio, sample_rate, mid_sil=500, lead_sil=100, trail_sil=100)
@@ -476,3 +384,129 @@ def post_process_audio(
         if peak > 1e-6:
             audio = audio / peak * PEAK_LEVEL
     return fade_and_pad_audio(audio, pad_duration, fade_duration, sample_rate)
+
+
+def _check_format(fmt: str) -> None:
+    """Raise ValueError for an unknown WAV format name."""
+    if fmt not in WAV_FORMATS:
+        raise ValueError(f"unknown WAV format {fmt!r}; expected one of {', '.join(WAV_FORMATS)}")
+
+
+def _frames(audio: np.ndarray, fmt: str) -> np.ndarray:
+    """Audio as [T, C] frames for ``fmt``, clipped to [-1, 1] for PCM (libsndfile would wrap around)."""
+    frames = _as_2d(np.asarray(audio)).T
+    return frames if fmt == "wav32" else np.clip(frames, -1.0, 1.0)
+
+
+def write_wav(file: Union[str, PathLike, BinaryIO], audio: np.ndarray, sample_rate: int, fmt: str = "wav16") -> None:
+    """Write a whole waveform to a WAV file.
+
+    Args:
+        file: Path or binary file object.
+        audio: Float waveform, (T,) or (C, T), nominally in [-1, 1].
+        sample_rate: Sample rate in Hz.
+        fmt: ``wav16``, ``wav24`` or ``wav32``.
+
+    Raises:
+        ValueError: Unknown format, bad shape or dtype, or non-finite samples.
+    """
+    _check_format(fmt)
+    _check_rate(sample_rate)
+    sf.write(file, _frames(audio, fmt), sample_rate, subtype=WAV_FORMATS[fmt][0], format="WAV")
+
+
+class StreamingWavWriter:
+    """Write WAV audio piece by piece to a binary stream (a file or stdout).
+
+    The header goes out on construction with sizes 0xFFFFFFFF ("unknown"); on
+    :meth:`close` they are patched if the stream is seekable and the data fits
+    the 32-bit size fields. The stream itself is not closed. Samples are encoded
+    as libsndfile 1.2 does, so the bytes equal :func:`write_wav`'s.
+
+    Args:
+        stream: Binary stream open for writing, e.g. ``sys.stdout.buffer``.
+        sample_rate: Sample rate in Hz.
+        fmt: ``wav16``, ``wav24`` or ``wav32``.
+        channels: Number of channels.
+
+    Example:
+        >>> with StreamingWavWriter(sys.stdout.buffer, 24000) as out:
+        ...     for chunk in chunks:
+        ...         out.write(chunk)
+    """
+
+    def __init__(self, stream: BinaryIO, sample_rate: int, fmt: str = "wav16", channels: int = 1) -> None:
+        _check_format(fmt)
+        _check_rate(sample_rate)
+        if channels <= 0:
+            raise ValueError(f"channels must be positive, got {channels}")
+        self._stream = stream
+        self._fmt = fmt
+        self._channels = channels
+        self._data_bytes = 0
+        self._closed = False
+        self._start = stream.tell() if stream.seekable() else None
+        _, tag, bits = WAV_FORMATS[fmt]
+        block_align = channels * bits // 8
+        fmt_chunk = struct.pack("<IHHIIHH", 16, tag, channels, sample_rate, sample_rate * block_align, block_align, bits)
+        unknown = struct.pack("<I", _UNKNOWN_SIZE)
+        stream.write(b"RIFF" + unknown + b"WAVE" + b"fmt " + fmt_chunk + b"data" + unknown)
+
+    def write(self, audio: np.ndarray) -> None:
+        """Append samples.
+
+        Args:
+            audio: Float waveform, (T,) or (C, T) with C equal to ``channels``.
+
+        Raises:
+            ValueError: The writer is closed, or the audio is malformed or has the wrong channel count.
+        """
+        if self._closed:
+            raise ValueError("write to a closed StreamingWavWriter")
+        frames = _frames(audio, self._fmt)
+        if frames.shape[1] != self._channels:
+            raise ValueError(f"expected {self._channels} channel(s), got {frames.shape[1]}")
+        data = self._encode(frames)
+        self._stream.write(data)
+        self._data_bytes += len(data)
+
+    def _encode(self, frames: np.ndarray) -> bytes:
+        """Little-endian sample bytes of [T, C] frames; PCM levels are ``floor(x * 2**(bits - 1))``, clipped."""
+        if self._fmt == "wav32":
+            return frames.astype("<f4").tobytes()
+        bits = WAV_FORMATS[self._fmt][2]
+        full_scale = float(1 << (bits - 1))
+        levels = np.clip(np.floor(frames * full_scale), -full_scale, full_scale - 1).astype("<i4")
+        if bits == 16:
+            return levels.astype("<i2").tobytes()
+        # 24-bit: the low three bytes of each little-endian int32.
+        return np.ascontiguousarray(levels).view(np.uint8).reshape(-1, 4)[:, :3].tobytes()
+
+    def close(self) -> None:
+        """Finish the stream: pad the data to an even length and patch the sizes when possible."""
+        if self._closed:
+            return
+        self._closed = True
+        pad = self._data_bytes % 2
+        if pad:
+            self._stream.write(b"\0")
+        riff_size = _HEADER_BYTES - 8 + self._data_bytes + pad
+        if self._start is not None and riff_size <= _UNKNOWN_SIZE:
+            end = self._stream.tell()
+            self._stream.seek(self._start + 4)
+            self._stream.write(struct.pack("<I", riff_size))
+            self._stream.seek(self._start + _HEADER_BYTES - 4)
+            self._stream.write(struct.pack("<I", self._data_bytes))
+            self._stream.seek(end)
+        self._stream.flush()
+
+    def __enter__(self) -> StreamingWavWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
+        self.close()

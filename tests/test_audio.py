@@ -114,10 +114,44 @@ def test_truncate_to_hop() -> None:
     assert audio.truncate_to_hop(wave, 100).shape == (1, 1000)
 
 
+def test_mono_1d_matches_2d() -> None:
+    wave = signal("speechy12k")
+    np.testing.assert_array_equal(audio.remove_silence(wave[0], 12000), audio.remove_silence(wave, 12000)[0])
+    np.testing.assert_array_equal(
+        audio.post_process_audio(wave[0], 12000, None), audio.post_process_audio(wave, 12000, None)[0]
+    )
+    chunks = [wave[0, :500], wave[0, 500:900]]
+    np.testing.assert_array_equal(
+        audio.cross_fade_chunks(chunks, 1000), audio.cross_fade_chunks([c[None] for c in chunks], 1000)[0]
+    )
+    assert audio.truncate_to_hop(wave[0], 960).shape == (wave.shape[1] // 960 * 960,)
+
+
+def test_load_audio(tmp_path: Path) -> None:
+    stereo = np.stack([np.full(4800, 0.25), np.full(4800, -0.75)]).astype(np.float32)
+    path = tmp_path / "ref.wav"
+    audio.write_wav(path, stereo, 48000, "wav32")
+    same_rate = audio.load_audio(path, 48000)
+    assert same_rate.dtype == np.float32
+    np.testing.assert_allclose(same_rate, -0.25)
+    resampled = audio.load_audio(path, 24000)
+    assert resampled.shape == (2400,)
+    np.testing.assert_allclose(resampled[200:-200], -0.25, atol=1e-3)
+
+
+def test_load_audio_errors(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        audio.load_audio(tmp_path / "missing.wav", 24000)
+    junk = tmp_path / "junk.wav"
+    junk.write_bytes(b"not audio at all")
+    with pytest.raises(ValueError, match="cannot read"):
+        audio.load_audio(junk, 24000)
+
+
 @pytest.mark.parametrize(
     "bad, message",
     [
-        (np.zeros(100, np.float32), "shape"),
+        (np.zeros((1, 1, 100), np.float32), "shape"),
         (np.zeros((1, 100), np.int16), "float"),
         (np.full((1, 100), np.nan, np.float32), "NaN"),
     ],

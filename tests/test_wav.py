@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from omnivoice.wav import WAV_FORMATS, WavStreamWriter, write_wav
+from omnivoice.audio import WAV_FORMATS, StreamingWavWriter, write_wav
 
 SUBTYPE_DTYPE = {"wav16": "int16", "wav24": "int32", "wav32": "float32"}
 
@@ -37,10 +37,10 @@ def test_stream_matches_soundfile(fmt: str, channels: int) -> None:
     whole.seek(0)
     expected, rate = sf.read(whole, dtype=SUBTYPE_DTYPE[fmt], always_2d=True)
     assert rate == 24000
-    assert sf.info(io.BytesIO(whole.getvalue())).subtype == WAV_FORMATS[fmt]
+    assert sf.info(io.BytesIO(whole.getvalue())).subtype == WAV_FORMATS[fmt][0]
 
     stream = io.BytesIO()
-    with WavStreamWriter(stream, 24000, channels, fmt) as out:
+    with StreamingWavWriter(stream, 24000, fmt, channels) as out:
         out.write(wave[..., :500])
         out.write(wave[..., 500:])
     assert len(stream.getvalue()) % 2 == 0
@@ -52,7 +52,7 @@ def test_stream_matches_soundfile(fmt: str, channels: int) -> None:
 
 def test_pcm16_levels() -> None:
     stream = io.BytesIO()
-    with WavStreamWriter(stream, 8000) as out:
+    with StreamingWavWriter(stream, 8000) as out:
         out.write(np.array([0.0, 0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 1.9 / 32768, -0.1 / 32768]))
     levels = np.frombuffer(stream.getvalue()[44:], "<i2")
     np.testing.assert_array_equal(levels, [0, 16384, -16384, 32767, -32768, 32767, -32768, 1, -1])
@@ -60,7 +60,7 @@ def test_pcm16_levels() -> None:
 
 def test_unseekable_stream_keeps_unknown_sizes() -> None:
     pipe = _Pipe()
-    with WavStreamWriter(pipe, 24000, fmt="wav24") as out:
+    with StreamingWavWriter(pipe, 24000, fmt="wav24") as out:
         out.write(np.zeros(3, np.float32))
     data = pipe.getvalue()
     assert data[:4] == b"RIFF" and data[8:16] == b"WAVEfmt "
@@ -73,7 +73,7 @@ def test_unseekable_stream_keeps_unknown_sizes() -> None:
 def test_seekable_stream_gets_sizes() -> None:
     stream = io.BytesIO(b"prefix")
     stream.seek(6)
-    with WavStreamWriter(stream, 16000, fmt="wav32") as out:
+    with StreamingWavWriter(stream, 16000, fmt="wav32") as out:
         out.write(np.ones((1, 10), np.float32))
     data = stream.getvalue()[6:]
     assert struct.unpack("<I", data[4:8])[0] == 36 + 40
@@ -85,10 +85,11 @@ def test_seekable_stream_gets_sizes() -> None:
     [
         (lambda: write_wav(io.BytesIO(), np.zeros(10), 24000, "mp3"), "unknown WAV format"),
         (lambda: write_wav(io.BytesIO(), np.zeros((1, 2, 3)), 24000), "shape"),
+        (lambda: write_wav(io.BytesIO(), np.zeros(3), -1), "positive"),
         (lambda: write_wav(io.BytesIO(), np.array([0.0, np.inf]), 24000), "NaN or infinite"),
         (lambda: write_wav(io.BytesIO(), np.zeros(10, np.int16), 24000), "float"),
-        (lambda: WavStreamWriter(io.BytesIO(), 24000, channels=1).write(np.zeros((2, 5))), "channel"),
-        (lambda: WavStreamWriter(io.BytesIO(), 0), "positive"),
+        (lambda: StreamingWavWriter(io.BytesIO(), 24000, channels=1).write(np.zeros((2, 5))), "channel"),
+        (lambda: StreamingWavWriter(io.BytesIO(), 0), "positive"),
     ],
 )
 def test_bad_input(call, message: str) -> None:
@@ -97,7 +98,7 @@ def test_bad_input(call, message: str) -> None:
 
 
 def test_write_after_close() -> None:
-    out = WavStreamWriter(io.BytesIO(), 24000)
+    out = StreamingWavWriter(io.BytesIO(), 24000)
     out.close()
     with pytest.raises(ValueError, match="closed"):
         out.write(np.zeros(4))

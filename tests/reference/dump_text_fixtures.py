@@ -17,7 +17,7 @@ Writes, under ``tests/data/fixtures/``:
   ``fade_and_pad_audio``, ``cross_fade_chunks``, and the reference preprocessing
   of ``create_voice_clone_prompt`` and output post-processing of ``generate``
   (called through the real methods with stand-ins for the model parts they do not
-  touch) on deterministic test signals. Case descriptions are the JSON string
+  touch) on deterministic test signals, and pydub's silence detection ranges. Case descriptions are the JSON string
   under the key ``cases``; arrays are keyed by case name.
 """
 
@@ -29,6 +29,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pydub.silence
 import torch
 from omnivoice.models import omnivoice as ov_model
 from omnivoice.utils import audio as ov_audio
@@ -242,6 +243,25 @@ def dump_audio() -> tuple[dict[str, np.ndarray], list[dict]]:
             wave, rate = sigs[name]
             out = ov_audio.remove_silence(wave, rate, mid_sil=mid, lead_sil=lead, trail_sil=trail)
             add({"op": "remove_silence", "signal": name, "mid_sil": mid, "lead_sil": lead, "trail_sil": trail}, out)
+
+    # pydub's primitives directly, on upstream's 16-bit conversion of each signal.
+    for name in sigs:
+        wave, rate = sigs[name]
+        segment = ov_audio.numpy_to_audiosegment(wave, rate)
+        for min_len, thresh, step in [(300, -50, 10), (100, -40, 10), (55, -50, 7), (1000, -16, 1)]:
+            cases.append({
+                "op": "pydub_silence", "signal": name, "min_silence_len": min_len, "silence_thresh": thresh,
+                "seek_step": step,
+                "silent": pydub.silence.detect_silence(segment, min_len, thresh, step),
+                "nonsilent": pydub.silence.detect_nonsilent(segment, min_len, thresh, step),
+            })
+        for thresh, chunk in [(-50, 10), (-40, 10), (-45, 3)]:
+            cases.append({
+                "op": "pydub_leading_silence", "signal": name, "silence_thresh": thresh, "chunk_size": chunk,
+                "leading": pydub.silence.detect_leading_silence(segment, thresh, chunk),
+                "trailing": pydub.silence.detect_leading_silence(segment.reverse(), thresh, chunk),
+                "length_ms": len(segment),
+            })
 
     trim_params = [(1.5, 0.5, 1.0), (2.0, 1.0, 1.0), (1.0, 0.9, 1.0), (3.0, 1.0, 2.0), (15.0, 3.0, 20.0), (0.6, 0.1, 0.5)]
     for name in ("speechy12k", "speechy22k", "pauses12k", "silent12k", "stereo12k"):
