@@ -66,12 +66,17 @@ def resolve_language(language: Optional[str]) -> Optional[str]:
     Returns:
         The language code, or ``None`` for language-agnostic generation.
 
+    Raises:
+        ValueError: ``language`` is not a string.
+
     Warns:
         UserWarning: The language is not recognised; ``None`` is returned, as
             upstream does.
     """
     if language is None:
         return None
+    if not isinstance(language, str):
+        raise ValueError(f"language must be a string or None, got {type(language).__name__}")
     key = language.lower()
     if key == "none":
         return None

@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Optional
 
-__all__ = ["INSTRUCT_CATEGORIES", "VALID_ITEMS_EN", "VALID_ITEMS_ZH", "contains_chinese", "resolve_instruct"]
+__all__ = [
+    "INSTRUCT_CATEGORIES",
+    "VALID_ITEMS_EN",
+    "VALID_ITEMS_ZH",
+    "InstructCategory",
+    "contains_chinese",
+    "resolve_instruct",
+]
 
 # CJK Unified Ideographs: what upstream takes as "this text is Chinese".
 _ZH_RE = re.compile(r"[\u4e00-\u9fff]")
@@ -114,12 +121,14 @@ def resolve_instruct(instruct: Optional[str], use_zh: bool = False) -> Optional[
         ``None`` for ``None`` or a blank string.
 
     Raises:
-        ValueError: An item is not in the vocabulary (with close-match
-            suggestions), a dialect is mixed with an accent, or two items of one
-            category are given.
+        ValueError: ``instruct`` is not a string, an item is not in the
+            vocabulary (with close-match suggestions), a dialect is mixed with
+            an accent, or two items of one category are given.
     """
     if instruct is None:
         return None
+    if not isinstance(instruct, str):
+        raise ValueError(f"instruct must be a string or None, got {type(instruct).__name__}")
     instruct = instruct.strip()
     if not instruct:
         return None

@@ -39,3 +39,8 @@ def test_display_name() -> None:
     assert lang_display_name("santiago del estero quichua") == "Santiago del Estero Quichua"
     assert lang_display_name("English") == "English"
     assert lang_display_name("fe'fe'") == "Fe'fe'"
+
+
+def test_non_string_rejected() -> None:
+    with pytest.raises(ValueError, match="must be a string"):
+        resolve_language(7)  # type: ignore[arg-type]

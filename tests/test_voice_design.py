@@ -38,3 +38,8 @@ def test_contains_chinese() -> None:
     assert contains_chinese("你好 world")
     assert not contains_chinese("hello")
     assert not contains_chinese(None)
+
+
+def test_non_string_rejected() -> None:
+    with pytest.raises(ValueError, match="must be a string"):
+        resolve_instruct(["male"])  # type: ignore[arg-type]
