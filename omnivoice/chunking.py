@@ -14,12 +14,9 @@ __all__ = ["add_punctuation", "chunk_text_for_generation", "chunk_text_punctuati
 SPLIT_PUNCTUATION = frozenset(".,;:!?。，；：！？")
 # Quotes and brackets that close a sentence: they stay with the sentence before them.
 CLOSING_MARKS = frozenset("\"'“”‘’）]》>」】")
-# Text ending in one of these already has end punctuation. "……" can never equal a single
-# character; it is kept because upstream lists it.
-END_PUNCTUATION = frozenset(
-    [";", ":", ",", ".", "!", "?", "…", ")", "]", "}", '"', "'", "“", "”", "‘", "’"]
-    + ["；", "：", "，", "。", "！", "？", "、", "……", "）", "】"]
-)
+# Text ending in one of these already has end punctuation. (Upstream also lists "……", which
+# a single last character never equals.)
+END_PUNCTUATION = frozenset(";:,.!?…)]}\"'“”‘’；：，。！？、）】")
 # A period after one of these words does not end the sentence.
 ABBREVIATIONS = frozenset(
     "Mr. Mrs. Ms. Dr. Prof. Sr. Jr. Rev. Fr. Hon. Pres. Gov. Capt. Gen. Sen. Rep. Col. Maj. Lt. "
