@@ -21,10 +21,13 @@ from .audio import (
     cross_fade_chunks,
     fade_and_pad_audio,
     load_audio,
+    post_process_audio,
+    preprocess_reference,
     remove_silence,
+    truncate_to_hop,
 )
 from .audio_tokenizer import AudioTokenizer
-from .chunking import add_punctuation, chunk_text_punctuation
+from .chunking import add_punctuation, chunk_text_for_generation
 from .duration import RuleDurationEstimator
 from .lang_map import resolve_language
 from .maskgit import MaskGITConfig, generate_tokens
@@ -304,22 +307,12 @@ class OmniVoice:
             raise ValueError("ref_text is required with ref_audio: give the transcript of the "
                              "reference audio (no ASR model is bundled)")
         wav = self._load_reference(ref_audio)
-        ref_rms = float(np.sqrt(np.mean(np.square(wav, dtype=np.float64))))
-        if 0 < ref_rms < 0.1:
-            wav = wav * np.float32(0.1 / ref_rms)
-        if preprocess_prompt:
-            wav = remove_silence(wav, self.sampling_rate, mid_sil=200, lead_sil=100, trail_sil=200)
-            if wav.size == 0:
-                raise ValueError("reference audio is empty after silence removal; "
-                                 "try preprocess_prompt=False")
-        seconds = wav.size / self.sampling_rate
-        if seconds > 20.0:
-            logger.warning("reference audio is %.1fs long (>20s): generation gets slower and cloning "
-                           "worse; 3-10 s is best", seconds)
-        hop = self.audio_tokenizer.hop_length
-        wav = wav[: wav.size - wav.size % hop]
+        wav, ref_rms = preprocess_reference(wav, self.sampling_rate, ref_text_given=True,
+                                            preprocess=preprocess_prompt)
+        wav = truncate_to_hop(wav, self.audio_tokenizer.hop_length)
         if wav.size == 0:
-            raise ValueError(f"reference audio is shorter than one codec frame ({hop} samples)")
+            raise ValueError(f"reference audio is shorter than one codec frame "
+                             f"({self.audio_tokenizer.hop_length} samples)")
         tokens = self.audio_tokenizer.encode(wav, self.sampling_rate)
         if preprocess_prompt:
             ref_text = add_punctuation(ref_text)
@@ -413,11 +406,6 @@ class OmniVoice:
         step_cb = None if progress is None else (lambda s: progress("steps", s, config.num_step))
         return generate_tokens(self.lm, prompts, [it.target_len for it in items], mg, rng, on_step=step_cb)
 
-    def _chunk_texts(self, item: _Item, config: OmniVoiceGenerationConfig) -> list[str]:
-        tokens_per_char = item.target_len / len(item.text)
-        chunk_len = int(config.audio_chunk_duration * self.frame_rate / tokens_per_char)
-        return chunk_text_punctuation(item.text, chunk_len=chunk_len, min_chunk_len=3)
-
     def _chunk_batches(self, items: Sequence[_Item], config: OmniVoiceGenerationConfig,
                        rng: np.random.Generator, progress: Optional[Progress]
                        ) -> Iterator[list[tuple[int, str, np.ndarray]]]:
@@ -426,7 +414,8 @@ class OmniVoice:
         Chunk ``ci`` of every item runs in one batch. With a reference every chunk is cloned from
         it; without, chunk 0 is generated first and becomes the voice prompt of the later chunks.
         """
-        texts = [self._chunk_texts(it, config) for it in items]
+        texts = [chunk_text_for_generation(it.text, it.target_len, config.audio_chunk_duration, self.frame_rate)
+                 for it in items]
         with_ref = [it.ref_tokens is not None for it in items]
         if any(with_ref) and not all(with_ref):
             raise ValueError("long-form batch mixes texts with and without a reference voice; "
@@ -471,30 +460,25 @@ class OmniVoice:
 
     # ------------------------------------------------------------------ audio out
 
-    def _post_process(self, audio: np.ndarray, ref_rms: Optional[float], postprocess: bool, *,
-                      first: bool = True, last: bool = True, peak: Optional[float] = None) -> np.ndarray:
-        """Upstream's ``_post_process_audio``; ``first``/``last``/``peak`` serve streaming pieces."""
+    def _post_process_piece(self, audio: np.ndarray, ref_rms: Optional[float], postprocess: bool,
+                            first: bool, last: bool, peak: float) -> np.ndarray:
+        """``post_process_audio`` for one streamed piece: edges trimmed, faded and padded only
+        where they are the signal's real start or end; ``peak`` stands in for the global peak."""
         sr = self.sampling_rate
         if postprocess:
-            keep_all = 10 ** 9  # ms: trims nothing at an edge that is not the signal's real edge
+            keep_all = 10**9  # ms of edge silence to keep: trims nothing at an inner edge
             audio = remove_silence(audio, sr, mid_sil=500, lead_sil=100 if first else keep_all,
                                    trail_sil=100 if last else keep_all)
         if ref_rms is not None and ref_rms < 0.1:
             audio = audio * np.float32(ref_rms / 0.1)
-        elif ref_rms is None:
-            p = float(np.max(np.abs(audio))) if peak is None and audio.size else peak
-            if p is not None and p > 1e-6:
-                audio = audio / np.float32(p) * np.float32(0.5)
-        if first and last:
-            return fade_and_pad_audio(audio, sample_rate=sr)
-        return self._fade_and_pad_edge(audio, first, last)
-
-    def _fade_and_pad_edge(self, audio: np.ndarray, first: bool, last: bool) -> np.ndarray:
-        """``fade_and_pad_audio`` applied to only the real start or end of a streamed signal."""
+        elif ref_rms is None and peak > 1e-6:
+            audio = audio / np.float32(peak) * np.float32(0.5)
         if not (first or last) or audio.size == 0:
             return audio
-        # Fading a doubled copy and keeping one half gives exactly one edge's fade and pad.
-        both = fade_and_pad_audio(np.concatenate([audio, audio]), sample_rate=self.sampling_rate)
+        if first and last:
+            return fade_and_pad_audio(audio, sample_rate=sr)
+        # Fading and padding a doubled copy and keeping one half gives exactly one edge's treatment.
+        both = fade_and_pad_audio(np.concatenate([audio, audio]), sample_rate=sr)
         pad = (both.size - 2 * audio.size) // 2
         return both[: pad + audio.size] if first else both[pad + audio.size:]
 
@@ -502,7 +486,8 @@ class OmniVoice:
                                  config: OmniVoiceGenerationConfig) -> np.ndarray:
         audios = [self.audio_tokenizer.decode(t) for t in tokens]
         audio = audios[0] if len(audios) == 1 else cross_fade_chunks(audios, self.sampling_rate)
-        return self._post_process(audio, ref_rms, config.postprocess_output).astype(np.float32, copy=False)
+        return post_process_audio(audio, self.sampling_rate, ref_rms, config.postprocess_output).astype(
+            np.float32, copy=False)
 
     def _stream_audio(self, pieces: Iterator[tuple[str, np.ndarray]], ref_rms: Optional[float],
                       config: OmniVoiceGenerationConfig) -> Iterator[AudioChunk]:
@@ -514,10 +499,10 @@ class OmniVoice:
 
         def emit(text: str, audio: np.ndarray, last: bool) -> AudioChunk:
             nonlocal peak, index
-            if ref_rms is None and peak is None:
-                peak = float(np.max(np.abs(audio))) if audio.size else 0.0
-            out = self._post_process(audio, ref_rms, config.postprocess_output, first=index == 0,
-                                     last=last, peak=peak)
+            if peak is None:
+                peak = float(np.abs(audio).max(initial=0.0))
+            out = self._post_process_piece(audio, ref_rms, config.postprocess_output, first=index == 0,
+                                           last=last, peak=peak)
             chunk = AudioChunk(audio=out.astype(np.float32, copy=False), text=text, index=index)
             index += 1
             return chunk
