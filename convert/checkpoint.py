@@ -92,9 +92,6 @@ class Checkpoint:
         for file in files:
             self._entries.update(_read_header(file))
 
-    def __contains__(self, name: str) -> bool:
-        return name in self._entries
-
     def names(self) -> list[str]:
         """Every tensor name, in file order."""
         return list(self._entries)

@@ -87,7 +87,7 @@ def write_gguf(writer: gguf.GGUFWriter, tensors: Sequence[PlannedTensor]) -> Wri
         if len(t.name.encode()) > MAX_NAME_BYTES:
             raise ValueError(f"tensor name {t.name!r} is longer than ggml's {MAX_NAME_BYTES} bytes")
         writer.add_tensor_info(t.name, t.shape, np.dtype(np.float32), _nbytes(t), raw_dtype=t.qtype)
-    n_bytes = n_params = 0
+    n_params = 0
     try:
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
@@ -95,7 +95,6 @@ def write_gguf(writer: gguf.GGUFWriter, tensors: Sequence[PlannedTensor]) -> Wri
         for t in tensors:
             data = _encode(t)
             writer.write_tensor_data(data)
-            n_bytes += data.nbytes
             n_params += int(np.prod(t.shape, dtype=np.int64))
             logger.debug("%s %s %s", t.name, t.shape, t.qtype.name)
         writer.close()
