@@ -452,3 +452,27 @@ def test_cli(tmp_path, capsys):
     assert convert_main([str(tmp_path / "nowhere"), "--outdir", str(tmp_path)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "missing model directory" in err[0]
+
+
+def test_older_llm_config(tmp_path):
+    # Configs from older transformers keep rope_theta at the top of llm_config and may omit
+    # tie_word_embeddings (a base-class default).
+    src = _copy_tiny(tmp_path / "src")
+    theta = json.loads((TINY / "config.json").read_text())["llm_config"]["rope_parameters"]["rope_theta"]
+
+    def legacy(cfg: dict) -> None:
+        llm = cfg["llm_config"]
+        llm["rope_theta"] = llm.pop("rope_parameters")["rope_theta"]
+        del llm["tie_word_embeddings"]
+
+    _edit_json(src / "config.json", legacy)
+    md = read_gguf_metadata(convert_lm(src, tmp_path / "lm.gguf").path)
+    assert md["omnivoice-lm.rope.freq_base"] == pytest.approx(theta, rel=1e-7)
+    assert md["omnivoice.tie_word_embeddings"] is True
+
+    def yarn(cfg: dict) -> None:
+        cfg["llm_config"]["rope_parameters"] = {"rope_type": "yarn", "rope_theta": theta, "factor": 4.0}
+
+    _edit_json(src / "config.json", yarn)
+    with pytest.raises(ValueError, match="unsupported RoPE type 'yarn'"):
+        convert_lm(src, tmp_path / "lm2.gguf")
