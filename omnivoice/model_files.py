@@ -57,7 +57,7 @@ def _is_snapshot(directory: Path) -> bool:
 
 
 def _convert_snapshot(snapshot: Path, outtype: str) -> ModelFiles:
-    from .convert import convert_snapshot
+    from .convert import convert_model
 
     key = hashlib.sha256(str(snapshot.resolve()).encode()).hexdigest()[:16]
     out = cache_dir() / "converted" / key
@@ -65,7 +65,7 @@ def _convert_snapshot(snapshot: Path, outtype: str) -> ModelFiles:
     if not done.exists():
         logger.info("converting %s to GGUF (%s) in %s, once", snapshot, outtype, out)
         out.mkdir(parents=True, exist_ok=True)
-        convert_snapshot(snapshot, out, outtype=outtype)
+        convert_model(snapshot, out, outtype=outtype)
         done.write_text(str(snapshot.resolve()))
     return _from_gguf_dir(out, out / f"omnivoice-base-{outtype}.gguf")
 
