@@ -177,7 +177,9 @@ class RuleDurationEstimator:
         ref_weight = self.text_weight(ref_text) if ref_text else 0.0
         if ref_duration <= 0 or ref_weight == 0:
             return 0.0
-        duration = self.text_weight(text) * ref_duration / ref_weight
+        # Same operation order as upstream: callers truncate the result to whole frames.
+        rate = ref_weight / ref_duration
+        duration = self.text_weight(text) / rate
         if self.low_threshold is not None and duration < self.low_threshold:
             # Power curve through 0 and the threshold: short texts get relatively longer.
             return self.low_threshold * (duration / self.low_threshold) ** (1.0 / self.boost_strength)
