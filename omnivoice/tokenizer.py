@@ -9,7 +9,6 @@ Qwen2's split regex, byte-level mapping without a prefix space, added tokens mat
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -18,9 +17,9 @@ from typing import Any
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers
 from tokenizers.models import BPE
 
-__all__ = ["NONVERBAL_TAGS", "TextTokenizer"]
+from .gguf_meta import read_metadata
 
-logger = logging.getLogger(__name__)
+__all__ = ["NONVERBAL_TAGS", "TextTokenizer"]
 
 # Qwen2's pre-tokenizer split pattern (contractions, letter runs, single digits, symbol
 # runs, newlines, whitespace).
@@ -144,21 +143,7 @@ class TextTokenizer:
             FileNotFoundError: If ``path`` does not exist.
             ValueError: If the file is not a GGUF or lacks the tokenizer keys.
         """
-        import gguf
-
-        path = os.fspath(path)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"no such GGUF file: {path}")
-        try:
-            reader = gguf.GGUFReader(path)
-        except (ValueError, OSError) as err:
-            raise ValueError(f"{path} is not a readable GGUF file: {err}") from err
-        metadata: dict[str, Any] = {}
-        for key in (_KEY_MODEL, _KEY_PRE, _KEY_TOKENS, _KEY_TYPES, _KEY_MERGES):
-            field = reader.get_field(key)
-            if field is not None:
-                metadata[key] = field.contents()
-        return cls.from_metadata(metadata)
+        return cls.from_metadata(read_metadata(path, (_KEY_MODEL, _KEY_PRE, _KEY_TOKENS, _KEY_TYPES, _KEY_MERGES)))
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``; added tokens written in the text map to their ids."""
