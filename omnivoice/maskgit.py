@@ -32,7 +32,6 @@ __all__ = [
     "guided_log_probs",
     "gumbel_sample",
     "pack_prompts",
-    "predict_tokens",
     "sample_tokens",
     "time_steps",
     "unmask_schedule",
@@ -140,6 +139,9 @@ def guided_log_probs(
 ) -> np.ndarray:
     """Log-probabilities of each row after classifier-free guidance, mask id excluded.
 
+    With :func:`sample_tokens` this is upstream ``_predict_tokens_with_scoring``; the
+    confidence of a row is its largest log-probability, whatever token is sampled.
+
     With guidance they are ``log_softmax(c + g * (c - u))`` of the log-softmaxed
     conditional ``c`` and unconditional ``u`` logits, computed in float32 in upstream's
     order; without, ``log_softmax(c)``.
@@ -163,32 +165,6 @@ def sample_tokens(log_probs: np.ndarray, class_temperature: float, rng: np.rando
     if rng is None:
         raise ValueError("class_temperature > 0 needs a random generator")
     return gumbel_sample(filter_top_k(log_probs), class_temperature, rng).argmax(axis=-1)
-
-
-def predict_tokens(
-    c_logits: np.ndarray,
-    u_logits: np.ndarray | None,
-    guidance_scale: float,
-    class_temperature: float,
-    mask_id: int,
-    rng: np.random.Generator | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Token choice and confidence of each row (upstream ``_predict_tokens_with_scoring``).
-
-    Args:
-        c_logits: Conditional logits ``[..., V]``.
-        u_logits: Unconditional logits of the same shape (unused when ``guidance_scale`` is 0).
-        guidance_scale: Classifier-free guidance scale.
-        class_temperature: 0 picks the argmax; above 0, Gumbel sampling among the top 10%.
-        mask_id: Vocabulary index of the mask token, never chosen.
-        rng: Random generator, needed when ``class_temperature`` > 0.
-
-    Returns:
-        ``(tokens, confidence)`` of shape ``[...]``; the confidence is the largest
-        log-probability of the row, whatever token is sampled.
-    """
-    log_probs = guided_log_probs(c_logits, u_logits, guidance_scale, mask_id)
-    return sample_tokens(log_probs, class_temperature, rng), log_probs.max(axis=-1)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from omnivoice.maskgit import (
     filter_top_k,
     generate,
     pack_prompts,
-    predict_tokens,
+    guided_log_probs,
+    sample_tokens,
     time_steps,
     unmask_schedule,
 )
@@ -62,11 +63,12 @@ def test_unmask_counts(ref: dict) -> None:
 
 
 @pytest.mark.parametrize("guidance", [0.0, 2.0, 3.5])
-def test_predict_tokens_greedy(guidance: float) -> None:
+def test_scoring_greedy(guidance: float) -> None:
     ref = np.load(FIXTURES / "python_scoring.npz")
     c = fake_lm.hashed_values((1, 8, 12, VOCAB), 1)
     u = fake_lm.hashed_values((1, 8, 12, VOCAB), 2)
-    tokens, scores = predict_tokens(c, u, guidance, 0.0, MASK_ID)
+    log_probs = guided_log_probs(c, u, guidance, MASK_ID)
+    tokens, scores = sample_tokens(log_probs, 0.0, None), log_probs.max(axis=-1)
     np.testing.assert_array_equal(tokens, ref[f"tokens_g{guidance}"])
     np.testing.assert_allclose(scores, ref[f"scores_g{guidance}"], rtol=1e-5, atol=1e-5)
 
@@ -147,8 +149,10 @@ def test_sampling_is_seeded_and_complete(ref: dict) -> None:
 
 def test_class_temperature_samples_within_top_k() -> None:
     logits = fake_lm.hashed_values((400, VOCAB), 5)
-    tokens, _ = predict_tokens(logits, None, 0.0, 1.0, MASK_ID, np.random.default_rng(0))
-    kept = np.isfinite(filter_top_k(np.where(np.arange(VOCAB) == MASK_ID, -np.inf, logits)))
+    log_probs = guided_log_probs(logits, None, 0.0, MASK_ID)
+    tokens = sample_tokens(log_probs, 1.0, np.random.default_rng(0))
+    kept = np.isfinite(filter_top_k(log_probs))
+    assert not kept[:, MASK_ID].any()
     assert kept[np.arange(400), tokens].all()
     assert (tokens != logits.argmax(-1)).any()  # it does sample
 

@@ -83,6 +83,16 @@ def test_metadata_dict_equals_gguf(tokenizer: TextTokenizer, ref: dict) -> None:
         assert from_dict.encode(text) == tokenizer.encode(text)
 
 
+def test_converter_output(tmp_path: Path, ref: dict) -> None:
+    # The GGUF written by our converter carries the same vocabulary.
+    convert_lm = pytest.importorskip("omnivoice.convert.lm").convert_lm
+    path = tmp_path / "lm.gguf"
+    convert_lm(DATA / "tiny_hf", path)
+    tokenizer = TextTokenizer.from_gguf(path)
+    for text, ids in zip(ref["corpus"], ref["ids"]):
+        assert tokenizer.encode(text) == ids, text
+
+
 def test_special_token_lookup(tokenizer: TextTokenizer) -> None:
     ids = tokenizer.encode("<|text_start|>")
     assert ids == [tokenizer.token_to_id("<|text_start|>")]
