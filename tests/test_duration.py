@@ -89,3 +89,12 @@ def test_bad_speed_and_duration(bad: float) -> None:
 def test_list_length_mismatch() -> None:
     with pytest.raises(ValueError, match="speed has 2 entries for 1 texts"):
         resolve_target_lengths(["hello"], [None], [None], 25, speed=[1.0, 2.0])
+
+
+def test_reference_duration_cases() -> None:
+    # Made by the reference helper's tests/reference/dump_fixtures.py (see tests/data/README.md).
+    with open(FIXTURES / "prompts.json", encoding="utf-8") as f:
+        cases = json.load(f)["duration_cases"]
+    for case in cases:
+        got = estimate_target_tokens(case["text"], case["ref_text"], case["num_ref_audio_tokens"], speed=case["speed"])
+        assert got == case["target_tokens"], case

@@ -192,3 +192,23 @@ def test_bad_config_and_arguments() -> None:
         generate(forward, unguided, MaskGITConfig(), np.random.default_rng(0))
     with pytest.raises(ValueError, match="no prompts"):
         pack_prompts([])
+
+
+def test_packing_matches_upstream_batch() -> None:
+    # Upstream's padded 2-item batch (rows 0..1 cond, 2..3 uncond), from the reference
+    # helper's lm_logits.npz: our packed segments must hold the same rows, unpadded.
+    ref = np.load(FIXTURES / "lm_logits.npz")
+    ids, mask, attn = ref["batch2_input_ids"], ref["batch2_audio_mask"], ref["batch2_attention_mask"]
+    n_items = ids.shape[0] // 2
+    lengths = attn[:, 0].sum(axis=-1)  # row 0 of every segment is a real position
+    prompts = [
+        Prompt(ids[i, :, : lengths[i]], mask[i, : lengths[i]], int(lengths[n_items + i])) for i in range(n_items)
+    ]
+    batch = pack_prompts(prompts)
+    start = 0
+    for row, (length, target_start, target_len) in zip([0, 2, 1, 3], batch.segments):
+        assert length == lengths[row]
+        np.testing.assert_array_equal(batch.input_ids[:, start : start + length], ids[row, :, :length])
+        np.testing.assert_array_equal(batch.audio_mask[start : start + length], mask[row, :length])
+        assert target_start + target_len == length
+        start += length

@@ -198,3 +198,38 @@ def test_missing_or_bad_file(tmp_path: Path) -> None:
     junk.write_bytes(b"not a gguf file at all")
     with pytest.raises(ValueError, match="not a GGUF"):
         TextTokenizer.from_gguf(junk)
+
+
+@pytest.fixture(scope="module")
+def ref_prompts() -> tuple[dict, np.lib.npyio.NpzFile]:
+    # Made by the reference helper's tests/reference/dump_fixtures.py (see tests/data/README.md).
+    with open(DATA / "fixtures" / "prompts.json", encoding="utf-8") as f:
+        meta = json.load(f)
+    return meta, np.load(DATA / "fixtures" / "prompts.npz")
+
+
+def test_reference_corpus(tokenizer: TextTokenizer, ref_prompts: tuple) -> None:
+    meta, arrays = ref_prompts
+    ids, offsets = arrays["tokenizer_ids"], arrays["tokenizer_offsets"]
+    for i, (text, decoded) in enumerate(zip(meta["tokenizer_corpus"], meta["tokenizer_decoded"])):
+        expected = ids[offsets[i] : offsets[i + 1]].tolist()
+        assert tokenizer.encode(text) == expected, text
+        assert tokenizer.decode(expected) == decoded
+
+
+def test_reference_prompt_cases(tokenizer: TextTokenizer, ref_prompts: tuple) -> None:
+    meta, arrays = ref_prompts
+    for case in meta["cases"]:
+        assert combine_text(case["text"], case["ref_text"]) == case["combined_text"], case["name"]
+        p = build_prompt(
+            tokenizer,
+            case["text"],
+            case["num_target_tokens"],
+            ref_text=case["ref_text"],
+            ref_codes=arrays["ref_codes"] if case["uses_ref_codes"] else None,
+            lang=case["lang_resolved"],
+            instruct=case["instruct_resolved"],
+            denoise=case["denoise"],
+        )
+        np.testing.assert_array_equal(p.input_ids, arrays[case["name"] + "__input_ids"], err_msg=case["name"])
+        np.testing.assert_array_equal(p.audio_mask, arrays[case["name"] + "__audio_mask"], err_msg=case["name"])
