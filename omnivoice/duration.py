@@ -262,9 +262,7 @@ def resolve_target_lengths(
     """
     n = len(texts)
     if len(ref_texts) != n or len(ref_lengths) != n:
-        raise ValueError(
-            f"got {n} texts but {len(ref_texts)} reference texts and {len(ref_lengths)} reference lengths"
-        )
+        raise ValueError(f"got {n} texts but {len(ref_texts)} reference texts and {len(ref_lengths)} reference lengths")
     speeds = _per_item("speed", speed, n)
     durations = _per_item("duration", duration, n)
 

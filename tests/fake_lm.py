@@ -30,7 +30,9 @@ def hashed_values(shape: tuple[int, ...], seed: int) -> np.ndarray:
 def segment_logits(input_ids: np.ndarray, audio_mask: np.ndarray, positions: np.ndarray, vocab: int) -> np.ndarray:
     """Logits ``[len(positions), C, vocab]`` of one segment ``input_ids [C, n]``, ``audio_mask [n]``."""
     num_codebooks, n = input_ids.shape
-    weights = (np.arange(n, dtype=np.int64)[None, :] * 7_919 + np.arange(num_codebooks, dtype=np.int64)[:, None] * 104_729 + 13) % _PRIME
+    weights = (
+        np.arange(n, dtype=np.int64)[None, :] * 7_919 + np.arange(num_codebooks, dtype=np.int64)[:, None] * 104_729 + 13
+    ) % _PRIME
     flags = audio_mask.astype(np.int64)[None, :] + 1
     content = int((input_ids.astype(np.int64) * weights * flags).sum() % _PRIME)
     p = np.asarray(positions, dtype=np.int64)[:, None, None]

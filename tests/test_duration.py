@@ -31,7 +31,9 @@ def test_weight_of_every_code_point() -> None:
     expected = np.repeat(weights, np.diff(np.append(starts, 0x110000)))
     ours = np.array([duration._char_weight.__wrapped__(chr(c)) for c in range(0x110000)], dtype=np.float32)
     wrong = np.flatnonzero(ours != expected)
-    assert wrong.size == 0, f"{wrong.size} code points differ, first U+{wrong[0]:04X}: {ours[wrong[0]]} vs {expected[wrong[0]]}"
+    assert wrong.size == 0, (
+        f"{wrong.size} code points differ, first U+{wrong[0]:04X}: {ours[wrong[0]]} vs {expected[wrong[0]]}"
+    )
 
 
 def test_same_unicode_database(ref: dict) -> None:

@@ -18,8 +18,8 @@ from omnivoice.maskgit import (
     MaskGITConfig,
     filter_top_k,
     generate,
-    pack_prompts,
     guided_log_probs,
+    pack_prompts,
     sample_tokens,
     time_steps,
     unmask_schedule,
@@ -167,7 +167,12 @@ def _toy_batch() -> tuple:
 
 @pytest.mark.parametrize(
     ("extra_rows", "codebooks", "vocab", "fill", "match"),
-    [(1, 8, VOCAB, 0.0, "shape"), (0, 7, VOCAB, 0.0, "shape"), (0, 8, MASK_ID, 0.0, "shape"), (0, 8, VOCAB, np.nan, "non-finite")],
+    [
+        (1, 8, VOCAB, 0.0, "shape"),
+        (0, 7, VOCAB, 0.0, "shape"),
+        (0, 8, MASK_ID, 0.0, "shape"),
+        (0, 8, VOCAB, np.nan, "non-finite"),
+    ],
 )
 def test_bad_forward_output(extra_rows: int, codebooks: int, vocab: int, fill: float, match: str) -> None:
     batch, rows = _toy_batch()

@@ -185,7 +185,12 @@ def test_bad_vocab() -> None:
         TextTokenizer(["a", "b"], [1, 1], ["ab"])
     with pytest.raises(ValueError, match="unsupported tokenizer"):
         TextTokenizer.from_metadata(
-            {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": [], "tokenizer.ggml.token_type": [], "tokenizer.ggml.merges": []}
+            {
+                "tokenizer.ggml.model": "llama",
+                "tokenizer.ggml.tokens": [],
+                "tokenizer.ggml.token_type": [],
+                "tokenizer.ggml.merges": [],
+            }
         )
     with pytest.raises(ValueError, match="lacks the tokenizer keys"):
         TextTokenizer.from_metadata({})

@@ -27,8 +27,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import AutoTokenizer
-
 from omnivoice.models.omnivoice import (
     GenerationTask,
     OmniVoice,
@@ -39,6 +37,7 @@ from omnivoice.models.omnivoice import (
     _tokenize_with_nonverbal_tags,
 )
 from omnivoice.utils.duration import RuleDurationEstimator
+from transformers import AutoTokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import fake_lm  # noqa: E402  (tests/fake_lm.py, shared with the tests)
@@ -207,13 +206,16 @@ def dump_durations(out):
     estimates, targets = [], []
     for text in DURATION_TEXTS:
         estimates.append([est.estimate_duration(text, r, n) if r else None for r, n in DURATION_REFS])
-        targets.append(
-            [[model._estimate_target_tokens(text, r, n, speed=s) for s in SPEEDS] for r, n in DURATION_REFS]
-        )
+        targets.append([[model._estimate_target_tokens(text, r, n, speed=s) for s in SPEEDS] for r, n in DURATION_REFS])
 
     batches = []
     texts = DURATION_TEXTS[:4]
-    refs = [["Nice to meet you.", 25], ["This is a reference sentence, spoken slowly.", 120], ["参考音频的文本。", 40], ["Short.", 10]]
+    refs = [
+        ["Nice to meet you.", 25],
+        ["This is a reference sentence, spoken slowly.", 120],
+        ["参考音频的文本。", 40],
+        ["Short.", 10],
+    ]
     for speed, duration, with_ref in [
         (None, None, False),
         (1.5, None, False),
@@ -273,7 +275,10 @@ class CountingLM:
 
     def __call__(self, input_ids, audio_mask, attention_mask):
         self.calls.append(
-            [int((input_ids[i, :, c - t : c] != MASK_ID).sum()) for i, (c, t) in enumerate(zip(self.c_lens, self.t_lens))]
+            [
+                int((input_ids[i, :, c - t : c] != MASK_ID).sum())
+                for i, (c, t) in enumerate(zip(self.c_lens, self.t_lens))
+            ]
         )
         b, c, n = input_ids.shape
         return types.SimpleNamespace(logits=torch.zeros(b, c, n, VOCAB))
@@ -288,7 +293,9 @@ class FakeLM:
         logits = np.zeros((b, c, n, VOCAB), dtype=np.float32)
         for row in range(b):
             seg = int(attn[row, 0, 0].sum())  # row 0 of every segment is a real position
-            logits[row, :, :seg] = fake_lm.segment_logits(ids[row, :, :seg], mask[row, :seg], np.arange(seg), VOCAB).transpose(1, 0, 2)
+            logits[row, :, :seg] = fake_lm.segment_logits(
+                ids[row, :, :seg], mask[row, :seg], np.arange(seg), VOCAB
+            ).transpose(1, 0, 2)
         return types.SimpleNamespace(logits=torch.from_numpy(logits))
 
 
@@ -318,7 +325,9 @@ def task_of(items):
 
 def dump_maskgit(out, tokenizer):
     times = {
-        f"{shift}|{n}": _get_time_steps(0.0, 1.0, n, shift).tolist() for shift in TIME_STEP_SHIFTS for n in TIME_STEP_COUNTS
+        f"{shift}|{n}": _get_time_steps(0.0, 1.0, n, shift).tolist()
+        for shift in TIME_STEP_SHIFTS
+        for n in TIME_STEP_COUNTS
     }
 
     # Unmask counts per step: a flat-logits LM that counts committed cells at each call.
@@ -327,13 +336,18 @@ def dump_maskgit(out, tokenizer):
         items = [[f"item {t}", t, None, None, None, None] for t in SCHEDULE_LENGTHS]
         task = task_of(items)
         dummy = make_model(tokenizer, None)
-        c_lens = [dummy._prepare_inference_inputs(t, n)["input_ids"].shape[2] for t, n in zip(task.texts, task.target_lens)]
+        c_lens = [
+            dummy._prepare_inference_inputs(t, n)["input_ids"].shape[2] for t, n in zip(task.texts, task.target_lens)
+        ]
         counting = CountingLM(c_lens, task.target_lens)
         config = OmniVoiceGenerationConfig(num_step=num_step, t_shift=shift, position_temperature=0.0)
         tokens = make_model(tokenizer, counting)._generate_iterative(task, config)
         final = [int((t != MASK_ID).sum()) for t in tokens]
         cumulative = counting.calls[1:] + [final]
-        per_step = [[cum[i] - (prev[i] if prev else 0) for i in range(len(items))] for prev, cum in zip([None] + cumulative[:-1], cumulative)]
+        per_step = [
+            [cum[i] - (prev[i] if prev else 0) for i in range(len(items))]
+            for prev, cum in zip([None] + cumulative[:-1], cumulative)
+        ]
         schedules.append({"num_step": num_step, "t_shift": shift, "target_lens": SCHEDULE_LENGTHS, "counts": per_step})
 
     # _predict_tokens_with_scoring and _filter_top_k on fixed logits.
@@ -361,8 +375,13 @@ def dump_maskgit(out, tokenizer):
         model = make_model(tokenizer, FakeLM())
         prompts = [
             model._prepare_inference_inputs(
-                task.texts[i], task.target_lens[i], task.ref_texts[i], task.ref_audio_tokens[i], task.langs[i],
-                task.instructs[i], config.denoise,
+                task.texts[i],
+                task.target_lens[i],
+                task.ref_texts[i],
+                task.ref_audio_tokens[i],
+                task.langs[i],
+                task.instructs[i],
+                config.denoise,
             )
             for i in range(task.batch_size)
         ]
