@@ -9,7 +9,10 @@ Calls the UPSTREAM functions (``omnivoice==0.2.1``) on fixed inputs and writes
   speeds, and the duration/speed override of ``_preprocess_all``;
 - MaskGIT: time steps, unmask counts per step, ``_predict_tokens_with_scoring`` and
   ``_filter_top_k`` on fixed logits, and whole greedy ``_generate_iterative`` runs driven
-  by the deterministic fake LM of ``tests/fake_lm.py``.
+  by the deterministic fake LM of ``tests/fake_lm.py``;
+- greedy generation with the tiny checkpoint's real LM (``_preprocess_all`` then
+  ``_generate_iterative``, upstream's default SDPA attention), checked to give the same
+  tokens in float64 so that no float32 rounding tie decides them.
 
 Run with the reference venv, the torchaudio stub first on the path::
 
@@ -148,6 +151,24 @@ GENERATE_CASES = [
         "denoise": True,
         "items": [["More steps than cells.", 1, None, None, None, None], ["Two frames.", 2, None, None, "de", None]],
     },
+]
+
+
+# Greedy generation with the tiny LM: (generate keyword arguments, ref codes seed or None).
+REAL_LM_CASES = [
+    ({"text": "Hello world, this is a test.", "duration": 1.0, "num_step": 8}, None),
+    (
+        {"text": "Hello world, this is a test.", "language": "en", "instruct": "female, low pitch", "duration": 1.0},
+        None,
+    ),
+    (
+        {"text": "This is the text to speak.", "ref_text": "Nice to meet you.", "language": "English", "num_step": 16},
+        17,
+    ),
+    (
+        {"text": ["Hi.", "A much longer second sentence, to pad the batch."], "language": [None, "en"], "speed": 1.3},
+        None,
+    ),
 ]
 
 
@@ -411,6 +432,45 @@ def dump_maskgit(out, tokenizer):
         json.dump({"time_steps": times, "schedules": schedules, "runs": runs}, f, ensure_ascii=False)
 
 
+def dump_real_lm(out, tiny):
+    results = {}
+    for dtype in (torch.float32, torch.float64):
+        model = OmniVoice.from_pretrained(str(tiny), dtype=dtype)  # default attention (SDPA)
+        model.eval()
+        runs = []
+        for kwargs, seed in REAL_LM_CASES:
+            kwargs = dict(kwargs)
+            config = OmniVoiceGenerationConfig(
+                num_step=kwargs.pop("num_step", 32), position_temperature=0.0, class_temperature=0.0
+            )
+            prompt = None
+            if seed is not None:
+                codes = torch.from_numpy(ref_codes(seed, 20))
+                prompt = VoiceClonePrompt(ref_audio_tokens=codes, ref_text=kwargs.pop("ref_text"), ref_rms=0.05)
+            with torch.inference_mode():
+                task = model._preprocess_all(voice_clone_prompt=prompt, **kwargs)
+                tokens = model._generate_iterative(task, config)
+            runs.append(
+                {
+                    "num_step": config.num_step,
+                    "texts": task.texts,
+                    "langs": task.langs,
+                    "instructs": task.instructs,
+                    "ref_text": None if prompt is None else prompt.ref_text,
+                    "ref_codes": None if prompt is None else prompt.ref_audio_tokens.tolist(),
+                    "speed": kwargs.get("speed"),
+                    "duration": kwargs.get("duration"),
+                    "target_lens": task.target_lens,
+                    "tokens": [t.tolist() for t in tokens],
+                }
+            )
+        results[dtype] = runs
+    if results[torch.float32] != results[torch.float64]:
+        raise RuntimeError("float32 and float64 runs disagree: a rounding tie decides some token; change the cases")
+    with open(out / "python_generate.json", "w", encoding="utf-8") as f:
+        json.dump({"runs": results[torch.float32]}, f, ensure_ascii=False)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tiny", type=Path, default=Path("tests/data/tiny_hf"), help="tiny checkpoint (tokenizer)")
@@ -423,6 +483,7 @@ def main():
     dump_tokenizer(args.out, tokenizer)
     dump_durations(args.out)
     dump_maskgit(args.out, tokenizer)
+    dump_real_lm(args.out, args.tiny)
     logger.info("wrote python_* fixtures to %s", args.out)
 
 
