@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import functools
 import math
+import numbers
 import unicodedata
 from collections.abc import Sequence
 
@@ -287,7 +288,7 @@ def _per_item(name: str, value: float | Sequence[float | None] | None, n: int) -
     """Broadcasts a scalar or checks a per-item list; validates every given value."""
     if value is None:
         return [None] * n
-    if isinstance(value, (int, float)):
+    if isinstance(value, numbers.Real):
         return [_check_positive(name, value)] * n
     values = list(value)
     if len(values) != n:

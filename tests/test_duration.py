@@ -88,6 +88,11 @@ def test_bad_speed_and_duration(bad: float) -> None:
         resolve_target_lengths(["hello"], [None], [None], 25, duration=[bad])
 
 
+def test_numpy_scalars() -> None:
+    lengths, speeds = resolve_target_lengths(["hello"], [None], [None], 25, speed=np.float32(2.0))
+    assert lengths == [estimate_target_tokens("hello", speed=2.0)] and speeds == [2.0]
+
+
 def test_list_length_mismatch() -> None:
     with pytest.raises(ValueError, match="speed has 2 entries for 1 texts"):
         resolve_target_lengths(["hello"], [None], [None], 25, speed=[1.0, 2.0])
