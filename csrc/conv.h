@@ -1,0 +1,105 @@
+#pragma once
+// Layers shared by the codec's encoder and decoder: Conv1d, ConvTranspose1d, Snake1d, Linear.
+// Activations are [T, C] in ggml order (PyTorch's (C, T) row-major, batch 1). Each layer struct
+// holds its weights, looked up by exact checkpoint name with strict shapes, and builds its graph.
+// Weights that need a load-time transform come from DerivedWeights, the one place those live.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "ggml-backend.h"
+#include "ggml.h"
+#include "gguf_file.h"
+
+namespace ov {
+
+// Tensors computed once at load time from file weights and kept in a backend buffer of their own:
+// ConvTranspose1d weights rearranged for mul_mat + col2im_1d, and Snake's 1 / (alpha + 1e-9).
+// Register them while loading, then call materialize() once.
+class DerivedWeights {
+public:
+    explicit DerivedWeights(size_t max_tensors);
+    ~DerivedWeights();
+    DerivedWeights(const DerivedWeights &) = delete;
+    DerivedWeights & operator=(const DerivedWeights &) = delete;
+
+    // ConvTranspose1d weight (IC, OC, K) = ggml [K, OC, IC] -> [IC, K*OC], row (oc*K + k)
+    // contiguous in IC, the order col2im_1d reads its columns in. Keeps the source type.
+    ggml_tensor * conv_transpose_cols(ggml_tensor * weight);
+    // Snake alpha (1, C, 1) -> [1, C] F32 holding 1 / (alpha + 1e-9).
+    ggml_tensor * snake_inv_alpha(ggml_tensor * alpha);
+
+    // Allocates the buffer on `backend` and computes every registered tensor.
+    void materialize(const Backend & backend);
+
+private:
+    enum class Kind { ConvTransposeCols, SnakeInvAlpha };
+    struct Job {
+        Kind kind;
+        ggml_tensor * src;
+        ggml_tensor * dst;
+    };
+    ggml_tensor * add(Kind kind, ggml_tensor * src, ggml_type type, int64_t ne0, int64_t ne1);
+
+    ggml_context * ctx_ = nullptr;
+    ggml_backend_buffer_t buffer_ = nullptr;
+    std::vector<Job> jobs_;
+};
+
+// Graph-building options shared by every layer of one model.
+struct GraphOptions {
+    bool fused_snake = true;  // ov_snake's CPU custom op; false on other backends
+};
+
+// nn.Conv1d(in, out, kernel_size, stride, padding, dilation, bias)
+struct Conv1d {
+    ggml_tensor * weight = nullptr;  // [K, IC, OC]
+    ggml_tensor * bias = nullptr;    // [OC], or null
+    int stride = 1;
+    int padding = 0;
+    int dilation = 1;
+
+    void load(GGUFFile & file, const std::string & prefix, int64_t in_ch, int64_t out_ch, int64_t kernel,
+              int stride, int padding, int dilation, bool has_bias = true);
+    // x: [T, IC] -> [T_out, OC], T_out = (T + 2*padding - dilation*(K-1) - 1) / stride + 1
+    ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x) const;
+};
+
+// nn.ConvTranspose1d(in, out, kernel_size, stride, padding, output_padding, bias)
+struct ConvTranspose1d {
+    ggml_tensor * cols = nullptr;  // [IC, K*OC] from DerivedWeights::conv_transpose_cols
+    ggml_tensor * bias = nullptr;  // [OC], or null
+    int64_t out_ch = 0;
+    int stride = 1;
+    int padding = 0;
+    int output_padding = 0;
+
+    void load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_ch,
+              int64_t out_ch, int64_t kernel, int stride, int padding, int output_padding, bool has_bias = true);
+    // x: [T, IC] -> [(T-1)*stride + K - 2*padding + output_padding, OC]
+    ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x) const;
+};
+
+// DAC's Snake1d: x + sin(alpha * x)^2 / (alpha + 1e-9), alpha per channel.
+struct Snake1d {
+    ggml_tensor * alpha = nullptr;      // [1, C] (checkpoint (1, C, 1))
+    ggml_tensor * inv_alpha = nullptr;  // [1, C], from DerivedWeights::snake_inv_alpha
+
+    void load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t channels);
+    // x: [T, C] -> [T, C]
+    ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt) const;
+};
+
+// nn.Linear(in, out, bias)
+struct Linear {
+    ggml_tensor * weight = nullptr;  // [IN, OUT]
+    ggml_tensor * bias = nullptr;    // [OUT], or null
+
+    void load(GGUFFile & file, const std::string & prefix, int64_t in_features, int64_t out_features,
+              bool has_bias = true);
+    // x: [IN, N] -> [OUT, N]
+    ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x) const;
+};
+
+}  // namespace ov
