@@ -1,0 +1,140 @@
+#include "codec.h"
+
+#include <cmath>
+#include <numeric>
+
+#include "errors.h"
+
+namespace ov {
+
+static const char * kArch = "omnivoice-tokenizer";
+// Derived tensors per decoder block: a ConvTranspose1d, its Snake and 2 per residual unit (3 units),
+// plus the final Snake; the encoder side registers its own. Generous, it is only metadata.
+constexpr size_t kMaxDerivedTensors = 1024;
+
+CodecHParams CodecHParams::from_gguf(const GGUFFile & f) {
+    CodecHParams hp;
+    hp.sample_rate = (int) f.get_u32("omnivoice.sample_rate");
+    hp.hop_length = (int) f.get_u32("omnivoice.acoustic.hop_length");
+    hp.n_quantizers = (int) f.get_u32("omnivoice.n_quantizers");
+    hp.codebook_size = f.get_u32("omnivoice.codebook_size");
+    hp.codebook_dim = f.get_u32("omnivoice.codebook_dim");
+    hp.acoustic_hidden = f.get_u32("omnivoice.acoustic.hidden_size");
+    hp.semantic_hidden = f.get_u32("omnivoice.semantic.hidden_size");
+    hp.rvq_hidden = hp.acoustic_hidden + hp.semantic_hidden;
+    hp.decoder_channels = f.get_u32("omnivoice.acoustic.decoder_hidden_size");
+    for (int64_t r : f.get_int_array("omnivoice.acoustic.upsampling_ratios")) hp.upsampling_ratios.push_back((int) r);
+    hp.has_encoder = f.get_bool("omnivoice.has_encoder");
+
+    auto bad = [&](const std::string & what) { throw ModelFormatError(f.path() + ": " + what); };
+    if (hp.sample_rate <= 0 || hp.hop_length <= 0 || hp.n_quantizers <= 0 || hp.codebook_size <= 0 ||
+        hp.codebook_dim <= 0 || hp.acoustic_hidden <= 0 || hp.decoder_channels <= 0) {
+        bad("codec hyperparameters must be positive");
+    }
+    int64_t prod = 1;
+    for (int r : hp.upsampling_ratios) {
+        if (r <= 0) bad("omnivoice.acoustic.upsampling_ratios must be positive");
+        prod *= r;
+    }
+    if (hp.upsampling_ratios.empty() || prod != hp.hop_length) {
+        bad("the product of omnivoice.acoustic.upsampling_ratios (" + std::to_string(prod) +
+            ") differs from omnivoice.acoustic.hop_length (" + std::to_string(hp.hop_length) + ")");
+    }
+    hp.frame_rate = (hp.sample_rate + hp.hop_length - 1) / hp.hop_length;
+    return hp;
+}
+
+Codec::Codec(const std::string & path, BackendPtr backend) : backend_(std::move(backend)) {
+    file_ = std::make_unique<GGUFFile>(path, kArch, *backend_);
+    hp_ = CodecHParams::from_gguf(*file_);
+    derived_ = std::make_unique<DerivedWeights>(kMaxDerivedTensors);
+    opt_.fused_snake = backend_->is_cpu();
+
+    quantizer_.load_decode(*file_, "quantizer", hp_.n_quantizers, hp_.codebook_size, hp_.codebook_dim,
+                           hp_.rvq_hidden);
+    fc2_.load(*file_, "fc2", hp_.rvq_hidden, hp_.acoustic_hidden);
+    acoustic_decoder_.load(*file_, *derived_, "acoustic_decoder",
+                           {hp_.acoustic_hidden, hp_.decoder_channels, hp_.upsampling_ratios});
+
+    // Encode-side weights (HuBERT, semantic and acoustic encoders, fc, RVQ project_in) are loaded
+    // here by the encoder part when the file has them; the strict check then covers both halves.
+    if (!hp_.has_encoder) file_->check_all_consumed();
+
+    derived_->materialize(*backend_);
+    galloc_ = ggml_gallocr_new(ggml_backend_get_default_buffer_type(backend_->get()));
+}
+
+Codec::~Codec() {
+    if (galloc_) ggml_gallocr_free(galloc_);
+}
+
+void Codec::check_codes(const int32_t * codes, int64_t n_q, int64_t n_frames) const {
+    if (n_q != hp_.n_quantizers) {
+        throw InvalidInput("codes must have " + std::to_string(hp_.n_quantizers) + " rows (one per codebook), got " +
+                           std::to_string(n_q));
+    }
+    if (n_frames < 1) throw InvalidInput("codes must hold at least one frame");
+    for (int64_t i = 0; i < n_q * n_frames; ++i) {
+        if (codes[i] < 0 || codes[i] >= hp_.codebook_size) {
+            throw InvalidInput("code " + std::to_string(codes[i]) + " at codebook " + std::to_string(i / n_frames) +
+                               ", frame " + std::to_string(i % n_frames) + " is outside [0, " +
+                               std::to_string(hp_.codebook_size) + ")");
+        }
+    }
+}
+
+DecodeResult Codec::decode(const int32_t * codes, int64_t n_q, int64_t n_frames,
+                           const std::vector<std::string> & capture) {
+    check_codes(codes, n_q, n_frames);
+    std::lock_guard<std::mutex> lock(mutex_);
+
+    const size_t meta_size = ggml_tensor_overhead() * GGML_DEFAULT_GRAPH_SIZE + ggml_graph_overhead();
+    ggml_init_params params = {meta_size, nullptr, /*no_alloc =*/true};
+    std::unique_ptr<ggml_context, decltype(&ggml_free)> ctx(ggml_init(params), ggml_free);
+    if (!ctx) throw std::runtime_error("ggml_init failed for the decode graph");
+
+    // HiggsAudioV2TokenizerModel.decode
+    // codes: [T, n_q]
+    ggml_tensor * codes_in = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_I32, n_frames, n_q);
+    ggml_set_name(codes_in, "codes");
+    ggml_set_input(codes_in);
+    // quantized: [rvq_hidden, T]
+    ggml_tensor * quantized = quantizer_.decode(ctx.get(), codes_in);
+    // acoustic: [T, acoustic_hidden], the channel-major layout the convolutions take
+    ggml_tensor * acoustic = ggml_cont(ctx.get(), ggml_transpose(ctx.get(), fc2_.forward(ctx.get(), quantized)));
+    ggml_set_name(acoustic, "fc2.out");
+    // audio: [T * hop_length, 1]
+    ggml_tensor * audio = acoustic_decoder_.forward(ctx.get(), acoustic, opt_);
+    ggml_set_output(audio);
+
+    ggml_cgraph * graph = ggml_new_graph(ctx.get());
+    ggml_build_forward_expand(graph, audio);
+    std::vector<ggml_tensor *> captured;
+    for (const std::string & name : capture) {
+        ggml_tensor * t = ggml_graph_get_tensor(graph, name.c_str());
+        // A view shares its source's memory, which the allocator may reuse: only op results qualify.
+        if (!t || t->view_src || t->type != GGML_TYPE_F32) {
+            throw InvalidInput("no capturable intermediate named '" + name + "' in the decode graph");
+        }
+        ggml_set_output(t);
+        captured.push_back(t);
+    }
+    if (!ggml_gallocr_alloc_graph(galloc_, graph)) {
+        throw std::runtime_error("cannot allocate the decode graph (" + std::to_string(n_frames) + " frames)");
+    }
+    ggml_backend_tensor_set(codes_in, codes, 0, ggml_nbytes(codes_in));
+    backend_->compute(graph);
+
+    DecodeResult out;
+    out.audio.resize(ggml_nelements(audio));
+    ggml_backend_tensor_get(audio, out.audio.data(), 0, ggml_nbytes(audio));
+    for (ggml_tensor * t : captured) {
+        std::vector<float> & data = out.captured[ggml_get_name(t)];
+        data.resize(ggml_nelements(t));
+        ggml_backend_tensor_get(t, data.data(), 0, ggml_nbytes(t));
+        out.captured_shape[ggml_get_name(t)] = std::vector<int64_t>(t->ne, t->ne + ggml_n_dims(t));
+    }
+    return out;
+}
+
+}  // namespace ov

@@ -1,0 +1,82 @@
+#pragma once
+// HiggsAudioV2TokenizerModel: the audio tokenizer, loaded from an `omnivoice-tokenizer` GGUF.
+// decode: codes [n_q, T] -> 24 kHz audio of T * hop_length samples.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "conv.h"
+#include "dac_decoder.h"
+#include "ggml-alloc.h"
+#include "gguf_file.h"
+#include "rvq.h"
+
+namespace ov {
+
+struct CodecHParams {
+    int sample_rate = 0;           // 24000
+    int hop_length = 0;            // 960 audio samples per frame
+    int frame_rate = 0;            // ceil(sample_rate / hop_length) = 25
+    int n_quantizers = 0;          // 8
+    int64_t codebook_size = 0;     // 1024
+    int64_t codebook_dim = 0;      // 64
+    int64_t acoustic_hidden = 0;   // 256: fc2's output, the DAC decoder's input
+    int64_t semantic_hidden = 0;   // 768: HuBERT width
+    int64_t rvq_hidden = 0;        // acoustic + semantic = 1024: the quantizers' space
+    int64_t decoder_channels = 0;  // 1024
+    std::vector<int> upsampling_ratios;
+    bool has_encoder = false;
+
+    static CodecHParams from_gguf(const GGUFFile & file);
+};
+
+// Output of one decode: the audio, plus any intermediates asked for by name.
+struct DecodeResult {
+    std::vector<float> audio;
+    std::map<std::string, std::vector<float>> captured;
+    std::map<std::string, std::vector<int64_t>> captured_shape;  // ggml ne order
+};
+
+class Codec {
+public:
+    Codec(const std::string & path, BackendPtr backend);
+    ~Codec();
+    Codec(const Codec &) = delete;
+    Codec & operator=(const Codec &) = delete;
+
+    const CodecHParams & hparams() const { return hp_; }
+    const GGUFFile & file() const { return *file_; }
+    const BackendPtr & backend() const { return backend_; }
+
+    // Use the fused Snake op (CPU only; the composed form otherwise).
+    void set_fused_snake(bool fused) { opt_.fused_snake = fused && backend_->is_cpu(); }
+    bool fused_snake() const { return opt_.fused_snake; }
+
+    // codes: n_q rows of T ids (row-major [n_q, T]) -> T * hop_length samples. `capture` names
+    // graph intermediates (e.g. "rvq.sum", "fc2.out", "dec.blk2.res1.out") to copy out as well.
+    DecodeResult decode(const int32_t * codes, int64_t n_q, int64_t n_frames,
+                        const std::vector<std::string> & capture = {});
+
+private:
+    // Throws InvalidInput unless codes is [n_quantizers, T >= 1] with ids in [0, codebook_size).
+    void check_codes(const int32_t * codes, int64_t n_q, int64_t n_frames) const;
+
+    BackendPtr backend_;
+    std::unique_ptr<GGUFFile> file_;
+    std::unique_ptr<DerivedWeights> derived_;
+    CodecHParams hp_;
+    GraphOptions opt_;
+
+    ResidualVectorQuantizer quantizer_;
+    Linear fc2_;  // rvq_hidden -> acoustic_hidden
+    DacDecoder acoustic_decoder_;
+
+    std::mutex mutex_;  // one graph at a time: the allocator below is shared
+    ggml_gallocr_t galloc_ = nullptr;
+};
+
+}  // namespace ov
