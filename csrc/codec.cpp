@@ -11,6 +11,34 @@ static const char * kArch = "omnivoice-tokenizer";
 // Derived tensors per decoder block: a ConvTranspose1d, its Snake and 2 per residual unit (3 units),
 // plus the final Snake; the encoder side registers its own. Generous, it is only metadata.
 constexpr size_t kMaxDerivedTensors = 1024;
+// Nodes of the encode graph: HuBERT's layers, both conv stacks and the RVQ loop, with room to spare.
+constexpr size_t kEncodeGraphSize = 8192;
+
+// Marks the graph intermediates named in `names` as outputs so their data survives allocation.
+static std::vector<ggml_tensor *> mark_captures(ggml_cgraph * graph, const std::vector<std::string> & names,
+                                                const char * what) {
+    std::vector<ggml_tensor *> captured;
+    for (const std::string & name : names) {
+        ggml_tensor * t = ggml_graph_get_tensor(graph, name.c_str());
+        // A view shares its source's memory, which the allocator may reuse: only op results qualify.
+        if (!t || t->view_src || t->type != GGML_TYPE_F32) {
+            throw InvalidInput("no capturable intermediate named '" + name + "' in the " + what + " graph");
+        }
+        ggml_set_output(t);
+        captured.push_back(t);
+    }
+    return captured;
+}
+
+static void read_captures(const std::vector<ggml_tensor *> & captured, std::map<std::string, std::vector<float>> & data,
+                          std::map<std::string, std::vector<int64_t>> & shapes) {
+    for (ggml_tensor * t : captured) {
+        std::vector<float> & d = data[ggml_get_name(t)];
+        d.resize(ggml_nelements(t));
+        ggml_backend_tensor_get(t, d.data(), 0, ggml_nbytes(t));
+        shapes[ggml_get_name(t)] = std::vector<int64_t>(t->ne, t->ne + ggml_n_dims(t));
+    }
+}
 
 CodecHParams CodecHParams::from_gguf(const GGUFFile & f) {
     CodecHParams hp;
@@ -56,9 +84,12 @@ Codec::Codec(const std::string & path, BackendPtr backend) : backend_(std::move(
     acoustic_decoder_.load(*file_, *derived_, "acoustic_decoder",
                            {hp_.acoustic_hidden, hp_.decoder_channels, hp_.upsampling_ratios});
 
-    // Encode-side weights (HuBERT, semantic and acoustic encoders, fc, RVQ project_in) are loaded
-    // here by the encoder part when the file has them; the strict check then covers both halves.
-    if (!hp_.has_encoder) file_->check_all_consumed();
+    if (hp_.has_encoder) {
+        encoder_ = std::make_unique<CodecEncoder>();
+        encoder_->load(*file_, *derived_, hp_.rvq_hidden);
+        quantizer_.load_encode(*file_, "quantizer", hp_.rvq_hidden);
+    }
+    file_->check_all_consumed();
 
     derived_->materialize(*backend_);
     galloc_ = ggml_gallocr_new(ggml_backend_get_default_buffer_type(backend_->get()));
@@ -109,16 +140,7 @@ DecodeResult Codec::decode(const int32_t * codes, int64_t n_q, int64_t n_frames,
 
     ggml_cgraph * graph = ggml_new_graph(ctx.get());
     ggml_build_forward_expand(graph, audio);
-    std::vector<ggml_tensor *> captured;
-    for (const std::string & name : capture) {
-        ggml_tensor * t = ggml_graph_get_tensor(graph, name.c_str());
-        // A view shares its source's memory, which the allocator may reuse: only op results qualify.
-        if (!t || t->view_src || t->type != GGML_TYPE_F32) {
-            throw InvalidInput("no capturable intermediate named '" + name + "' in the decode graph");
-        }
-        ggml_set_output(t);
-        captured.push_back(t);
-    }
+    const std::vector<ggml_tensor *> captured = mark_captures(graph, capture, "decode");
     if (!ggml_gallocr_alloc_graph(galloc_, graph)) {
         throw std::runtime_error("cannot allocate the decode graph (" + std::to_string(n_frames) + " frames)");
     }
@@ -128,12 +150,54 @@ DecodeResult Codec::decode(const int32_t * codes, int64_t n_q, int64_t n_frames,
     DecodeResult out;
     out.audio.resize(ggml_nelements(audio));
     ggml_backend_tensor_get(audio, out.audio.data(), 0, ggml_nbytes(audio));
-    for (ggml_tensor * t : captured) {
-        std::vector<float> & data = out.captured[ggml_get_name(t)];
-        data.resize(ggml_nelements(t));
-        ggml_backend_tensor_get(t, data.data(), 0, ggml_nbytes(t));
-        out.captured_shape[ggml_get_name(t)] = std::vector<int64_t>(t->ne, t->ne + ggml_n_dims(t));
+    read_captures(captured, out.captured, out.captured_shape);
+    return out;
+}
+
+EncodeResult Codec::encode(const float * wave, int64_t n_samples, const float * wave16, int64_t n_samples16,
+                           const std::vector<std::string> & capture) {
+    if (!encoder_) {
+        throw InvalidInput(file_->path() + " has no encoder (converted with --no-encoder); it can only decode");
     }
+    const EncodePlan plan = encoder_->plan(n_samples, n_samples16);
+    std::lock_guard<std::mutex> lock(mutex_);
+
+    const size_t meta_size = ggml_tensor_overhead() * kEncodeGraphSize + ggml_graph_overhead_custom(kEncodeGraphSize, false);
+    ggml_init_params params = {meta_size, nullptr, /*no_alloc =*/true};
+    std::unique_ptr<ggml_context, decltype(&ggml_free)> ctx(ggml_init(params), ggml_free);
+    if (!ctx) throw std::runtime_error("ggml_init failed for the encode graph");
+
+    // wave: [n_samples] at 24 kHz, wave16: [n_samples16] at 16 kHz
+    ggml_tensor * wave_in = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, n_samples);
+    ggml_set_name(wave_in, "wave");
+    ggml_set_input(wave_in);
+    ggml_tensor * wave16_in = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, n_samples16);
+    ggml_set_name(wave16_in, "wave16");
+    ggml_set_input(wave16_in);
+    // latent: [rvq_hidden, T]; codes: n_q tensors [T]
+    ggml_tensor * latent = encoder_->build(ctx.get(), plan, wave_in, wave16_in, opt_);
+    const std::vector<ggml_tensor *> codes = quantizer_.encode(ctx.get(), latent);
+
+    ggml_cgraph * graph = ggml_new_graph_custom(ctx.get(), kEncodeGraphSize, false);
+    for (ggml_tensor * c : codes) {
+        ggml_set_output(c);
+        ggml_build_forward_expand(graph, c);
+    }
+    const std::vector<ggml_tensor *> captured = mark_captures(graph, capture, "encode");
+    if (!ggml_gallocr_alloc_graph(galloc_, graph)) {
+        throw std::runtime_error("cannot allocate the encode graph (" + std::to_string(n_samples) + " samples)");
+    }
+    ggml_backend_tensor_set(wave_in, wave, 0, ggml_nbytes(wave_in));
+    ggml_backend_tensor_set(wave16_in, wave16, 0, ggml_nbytes(wave16_in));
+    backend_->compute(graph);
+
+    EncodeResult out;
+    out.n_frames = plan.n_frames;
+    out.codes.resize(codes.size() * plan.n_frames);
+    for (size_t q = 0; q < codes.size(); ++q) {
+        ggml_backend_tensor_get(codes[q], out.codes.data() + q * plan.n_frames, 0, ggml_nbytes(codes[q]));
+    }
+    read_captures(captured, out.captured, out.captured_shape);
     return out;
 }
 

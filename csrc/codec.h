@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "codec_encode.h"
 #include "conv.h"
 #include "dac_decoder.h"
 #include "ggml-alloc.h"
@@ -41,6 +42,14 @@ struct DecodeResult {
     std::map<std::string, std::vector<int64_t>> captured_shape;  // ggml ne order
 };
 
+// Output of one encode: codes row-major [n_quantizers, n_frames], plus captured intermediates.
+struct EncodeResult {
+    std::vector<int32_t> codes;
+    int64_t n_frames = 0;
+    std::map<std::string, std::vector<float>> captured;
+    std::map<std::string, std::vector<int64_t>> captured_shape;  // ggml ne order
+};
+
 class Codec {
 public:
     Codec(const std::string & path, BackendPtr backend);
@@ -61,6 +70,13 @@ public:
     DecodeResult decode(const int32_t * codes, int64_t n_q, int64_t n_frames,
                         const std::vector<std::string> & capture = {});
 
+    // HiggsAudioV2TokenizerModel.encode of one mono signal given at both rates: `wave` at
+    // sample_rate (24 kHz) for the acoustic stream and `wave16` at the semantic rate (16 kHz) for
+    // HuBERT. `capture` as for decode (e.g. "hubert.out", "e_semantic", "e_acoustic", "fc.out").
+    // Throws InvalidInput when the file has no encoder or the audio is too short.
+    EncodeResult encode(const float * wave, int64_t n_samples, const float * wave16, int64_t n_samples16,
+                        const std::vector<std::string> & capture = {});
+
 private:
     // Throws InvalidInput unless codes is [n_quantizers, T >= 1] with ids in [0, codebook_size).
     void check_codes(const int32_t * codes, int64_t n_q, int64_t n_frames) const;
@@ -74,6 +90,7 @@ private:
     ResidualVectorQuantizer quantizer_;
     Linear fc2_;  // rvq_hidden -> acoustic_hidden
     DacDecoder acoustic_decoder_;
+    std::unique_ptr<CodecEncoder> encoder_;  // null without omnivoice.has_encoder
 
     std::mutex mutex_;  // one graph at a time: the allocator below is shared
     ggml_gallocr_t galloc_ = nullptr;

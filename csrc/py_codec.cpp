@@ -3,6 +3,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
+
 #include "bindings.h"
 #include "codec.h"
 #include "errors.h"
@@ -37,6 +39,28 @@ std::vector<int32_t> codes_from_python(const ov::Codec & codec, const py::array 
                                    std::to_string(hp.codebook_size) + ")");
         }
         out[i] = (int32_t) p[i];
+    }
+    return out;
+}
+
+// Validates a 1-D real array of finite samples and returns it as contiguous float32.
+py::array_t<float, py::array::c_style> wave_from_python(const py::array & wave, const char * what) {
+    const char kind = wave.dtype().kind();
+    if (kind != 'f' && kind != 'i' && kind != 'u') {
+        throw ov::InvalidInput(std::string(what) + " must be a real-valued array, got dtype " +
+                               std::string(py::str(wave.dtype())));
+    }
+    if (wave.ndim() != 1) {
+        throw ov::InvalidInput(std::string(what) + " must be 1-D (mono samples), got " + std::to_string(wave.ndim()) +
+                               " dimensions");
+    }
+    auto out = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(wave);
+    const float * p = out.data();
+    for (py::ssize_t i = 0; i < out.size(); ++i) {
+        if (!std::isfinite(p[i])) {
+            throw ov::InvalidInput(std::string(what) + " has a non-finite sample (NaN or inf) at index " +
+                                   std::to_string(i));
+        }
     }
     return out;
 }
@@ -99,7 +123,46 @@ void bind_codec(py::module_ & m) {
             },
             "codes"_a, "names"_a,
             "Debug decode: {'audio': ..., name: intermediate} with each named graph intermediate in "
-            "PyTorch order (ggml's shape reversed), e.g. 'rvq.sum', 'fc2.out', 'dec.blk2.res1.out'.");
+            "PyTorch order (ggml's shape reversed), e.g. 'rvq.sum', 'fc2.out', 'dec.blk2.res1.out'.")
+        .def(
+            "encode",
+            [](ov::Codec & c, const py::array & wave, const py::array & wave16) {
+                auto w = wave_from_python(wave, "wave");
+                auto w16 = wave_from_python(wave16, "wave16");
+                ov::EncodeResult r;
+                {
+                    py::gil_scoped_release release;
+                    r = c.encode(w.data(), w.size(), w16.data(), w16.size());
+                }
+                py::array_t<int32_t> codes({(py::ssize_t) (r.codes.size() / r.n_frames), (py::ssize_t) r.n_frames});
+                std::copy(r.codes.begin(), r.codes.end(), codes.mutable_data());
+                return codes;
+            },
+            "wave"_a, "wave16"_a,
+            "HiggsAudioV2TokenizerModel.encode of one mono signal given at both rates: wave float32 [N] at "
+            "sample_rate (24 kHz), wave16 float32 [M] at 16 kHz -> int32 codes [n_codebooks, T].")
+        .def(
+            "encode_capture",
+            [](ov::Codec & c, const py::array & wave, const py::array & wave16, const std::vector<std::string> & names) {
+                auto w = wave_from_python(wave, "wave");
+                auto w16 = wave_from_python(wave16, "wave16");
+                ov::EncodeResult r;
+                {
+                    py::gil_scoped_release release;
+                    r = c.encode(w.data(), w.size(), w16.data(), w16.size(), names);
+                }
+                py::dict out;
+                py::array_t<int32_t> codes({(py::ssize_t) (r.codes.size() / r.n_frames), (py::ssize_t) r.n_frames});
+                std::copy(r.codes.begin(), r.codes.end(), codes.mutable_data());
+                out["codes"] = codes;
+                for (auto & [name, data] : r.captured) {
+                    out[py::str(name)] = to_numpy(std::move(data), r.captured_shape.at(name));
+                }
+                return out;
+            },
+            "wave"_a, "wave16"_a, "names"_a,
+            "Debug encode: {'codes': ..., name: intermediate} in PyTorch order, e.g. 'hubert.out' "
+            "[T_hubert, C], 'e_semantic', 'e_acoustic', 'fc.out' (the pre-quantisation latent [T, C]).");
 }
 
 const ov::Binding reg(&bind_codec);

@@ -14,6 +14,7 @@ namespace ov {
 struct VectorQuantizer {
     ggml_tensor * embed = nullptr;  // codebook.embed: [codebook_dim, codebook_size]
     Linear project_out;             // codebook_dim -> hidden
+    Linear project_in;              // hidden -> codebook_dim, encode only
 };
 
 struct ResidualVectorQuantizer {
@@ -24,6 +25,11 @@ struct ResidualVectorQuantizer {
                      int64_t codebook_dim, int64_t hidden);
     // codes: [T, n_q] I32 (row q = codebook q) -> sum_q project_out_q(embed_q[codes[q]]): [hidden, T]
     ggml_tensor * decode(ggml_context * ctx, ggml_tensor * codes) const;
+
+    // Loads project_in of every codebook (call after load_decode).
+    void load_encode(GGUFFile & file, const std::string & prefix, int64_t hidden);
+    // x: [hidden, T] -> one [T] I32 tensor of ids per codebook, nearest entry of the residual.
+    std::vector<ggml_tensor *> encode(ggml_context * ctx, ggml_tensor * x) const;
 };
 
 }  // namespace ov
