@@ -6,9 +6,7 @@
 
 namespace ov {
 
-// DAC's fixed architecture: k7 convs around the blocks and in the residual units, whose dilations
-// grow 1, 3, 9; padding 3*dilation keeps every residual unit's length unchanged, so DAC's crop of
-// the skip path before the residual add never applies.
+// DAC's fixed architecture: k7 convs around the blocks; residual units (conv.h) dilated 1, 3, 9.
 constexpr int kKernel = 7;
 constexpr int kResidualDilations[] = {1, 3, 9};
 
@@ -35,11 +33,7 @@ void DacDecoder::load(GGUFFile & file, DerivedWeights & derived, const std::stri
         for (size_t ir = 0; ir < b.res_units.size(); ++ir) {
             DacResidualUnit & ru = b.res_units[ir];
             const std::string pr = p + ".res_unit" + std::to_string(ir + 1);
-            const int d = kResidualDilations[ir];
-            ru.snake1.load(file, derived, pr + ".snake1", ch);
-            ru.conv1.load(file, derived, pr + ".conv1", ch, ch, kKernel, 1, pad * d, d);
-            ru.snake2.load(file, derived, pr + ".snake2", ch);
-            ru.conv2.load(file, derived, pr + ".conv2", ch, ch, 1, 1, 0, 1);
+            ru.load(file, derived, pr, ch, kResidualDilations[ir]);
         }
     }
     snake1.load(file, derived, prefix + ".snake1", ch);
@@ -60,14 +54,9 @@ ggml_tensor * DacDecoder::forward(ggml_context * ctx, ggml_tensor * x, const Gra
             cur = b.conv_t1.forward(ctx, cur);
             ggml_format_name(cur, "dec.blk%zu.up.out", ib);
         }
-        // residual units: x + conv2(snake2(conv1(snake1(x))))
+        // residual units
         for (size_t ir = 0; ir < b.res_units.size(); ++ir) {
-            const DacResidualUnit & ru = b.res_units[ir];
-            ggml_tensor * y = ru.snake1.forward(ctx, cur, opt);
-            y = ru.conv1.forward(ctx, y);
-            y = ru.snake2.forward(ctx, y, opt);
-            y = ru.conv2.forward(ctx, y);
-            cur = ggml_add(ctx, cur, y);
+            cur = b.res_units[ir].forward(ctx, cur, opt);
             ggml_format_name(cur, "dec.blk%zu.res%zu.out", ib, ir + 1);
         }
     }

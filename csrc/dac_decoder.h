@@ -16,14 +16,6 @@ struct DacDecoderHParams {
     std::vector<int> strides;       // upsampling_ratios ([8, 5, 4, 2, 3])
 };
 
-// DacResidualUnit(dimension, dilation)
-struct DacResidualUnit {
-    Snake1d snake1;
-    Conv1d conv1;  // k7, dilated
-    Snake1d snake2;
-    Conv1d conv2;  // k1
-};
-
 // DacDecoderBlock(stride): Snake + ConvTranspose1d (upsample by stride) + 3 residual units
 struct DacDecoderBlock {
     Snake1d snake1;
