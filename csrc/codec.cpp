@@ -8,8 +8,8 @@
 namespace ov {
 
 static const char * kArch = "omnivoice-tokenizer";
-// Derived tensors per decoder block: a ConvTranspose1d, its Snake and 2 per residual unit (3 units),
-// plus the final Snake; the encoder side registers its own. Generous, it is only metadata.
+// Upper bound on load-time derived tensors (about 80 for the decoder: rearranged conv weights and
+// Snake reciprocals; the encoder adds its own). Only metadata is reserved.
 constexpr size_t kMaxDerivedTensors = 1024;
 // Nodes of the encode graph: HuBERT's layers, both conv stacks and the RVQ loop, with room to spare.
 constexpr size_t kEncodeGraphSize = 8192;
@@ -131,10 +131,10 @@ DecodeResult Codec::decode(const int32_t * codes, int64_t n_q, int64_t n_frames,
     ggml_set_input(codes_in);
     // quantized: [rvq_hidden, T]
     ggml_tensor * quantized = quantizer_.decode(ctx.get(), codes_in);
-    // acoustic: [T, acoustic_hidden], the channel-major layout the convolutions take
-    ggml_tensor * acoustic = ggml_cont(ctx.get(), ggml_transpose(ctx.get(), fc2_.forward(ctx.get(), quantized)));
+    // acoustic: [acoustic_hidden, T]
+    ggml_tensor * acoustic = fc2_.forward(ctx.get(), quantized);
     ggml_set_name(acoustic, "fc2.out");
-    // audio: [T * hop_length, 1]
+    // audio: [1, T * hop_length]
     ggml_tensor * audio = acoustic_decoder_.forward(ctx.get(), acoustic, opt_);
     ggml_set_output(audio);
 

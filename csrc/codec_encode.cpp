@@ -28,8 +28,8 @@ void CodecEncoder::load(GGUFFile & file, DerivedWeights & derived, int64_t rvq_h
     acoustic_pad = (int) (hop / 2);
 
     hubert_hp = HubertHParams::load(file);
-    semantic_model = HubertWeights::load(file, hubert_hp, "hubert.");
-    encoder_semantic.load(file, SemanticEncoderHParams::load(file, hubert_hp.n_embd), "encoder_semantic.");
+    semantic_model = HubertWeights::load(file, derived, hubert_hp, "hubert.");
+    encoder_semantic.load(file, derived, SemanticEncoderHParams::load(file, hubert_hp.n_embd), "encoder_semantic.");
     acoustic_hp = DacEncoderHParams::load(file);
     acoustic_encoder.load(file, derived, acoustic_hp, "acoustic_encoder.");
     if (acoustic_hp.hidden_size + encoder_semantic.out_channels != rvq_hidden) {
@@ -74,19 +74,17 @@ ggml_tensor * CodecEncoder::build(ggml_context * ctx, const EncodePlan & plan, g
     ggml_set_output(hub);
     const int64_t n_kept = (hub->ne[1] + semantic_downsample - 1) / semantic_downsample;
     ggml_tensor * sem = ggml_view_2d(ctx, hub, hub->ne[0], n_kept, hub->nb[1] * semantic_downsample, 0);
-    sem = ggml_cont(ctx, ggml_transpose(ctx, sem));      // [T, C]
-    ggml_tensor * e_semantic = encoder_semantic.forward(ctx, sem);  // [T, C_sem]
+    ggml_tensor * e_semantic = encoder_semantic.forward(ctx, ggml_cont(ctx, sem));  // [C_sem, T]
     ggml_set_name(e_semantic, "e_semantic");
 
     // The DAC encoder, on the hop/2-padded signal when its frame count would not match.
     ggml_tensor * x24 = wave;
     if (plan.pad_acoustic) x24 = ggml_pad_ext(ctx, wave, acoustic_pad, acoustic_pad, 0, 0, 0, 0, 0, 0);
-    ggml_tensor * e_acoustic = acoustic_encoder.forward(ctx, x24, opt);  // [T, C_ac]
+    ggml_tensor * e_acoustic = acoustic_encoder.forward(ctx, x24, opt);  // [C_ac, T]
     ggml_set_name(e_acoustic, "e_acoustic");
 
     // torch.cat([e_acoustic, e_semantic], dim=1), then fc over channels
-    ggml_tensor * emb = ggml_concat(ctx, e_acoustic, e_semantic, 1);  // [T, rvq_hidden]
-    emb = ggml_cont(ctx, ggml_transpose(ctx, emb));                  // [rvq_hidden, T]
+    ggml_tensor * emb = ggml_concat(ctx, e_acoustic, e_semantic, 0);  // [rvq_hidden, T]
     ggml_tensor * latent = fc.forward(ctx, emb);
     ggml_set_name(latent, "fc.out");
     return latent;

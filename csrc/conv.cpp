@@ -5,6 +5,7 @@
 #include "errors.h"
 #include "ggml-alloc.h"
 #include "snake.h"
+#include "unfold.h"
 
 namespace ov {
 
@@ -29,13 +30,42 @@ ggml_tensor * DerivedWeights::add(Kind kind, ggml_tensor * src, ggml_type type, 
     return dst;
 }
 
-ggml_tensor * DerivedWeights::conv_transpose_cols(ggml_tensor * weight) {
-    const int64_t k = weight->ne[0], oc = weight->ne[1], ic = weight->ne[2];
-    return add(Kind::ConvTransposeCols, weight, weight->type, ic, k * oc);
+ggml_tensor * DerivedWeights::conv_unfold_weight(ggml_tensor * weight) {
+    return add(Kind::ConvUnfold, weight, weight->type, weight->ne[0] * weight->ne[1], weight->ne[2]);
+}
+
+ggml_tensor * DerivedWeights::conv_transpose_weight(ggml_tensor * weight) {
+    return add(Kind::ConvTranspose, weight, weight->type, weight->ne[2], weight->ne[0] * weight->ne[1]);
 }
 
 ggml_tensor * DerivedWeights::snake_inv_alpha(ggml_tensor * alpha) {
-    return add(Kind::SnakeInvAlpha, alpha, GGML_TYPE_F32, 1, ggml_nelements(alpha));
+    return add(Kind::SnakeInvAlpha, alpha, GGML_TYPE_F32, ggml_nelements(alpha), 1);
+}
+
+void DerivedWeights::transform(Kind kind, const ggml_tensor * src, const char * in, char * out) {
+    const int64_t n0 = src->ne[0], n1 = src->ne[1], n2 = src->ne[2];
+    const size_t es = ggml_type_size(src->type);
+    switch (kind) {
+        case Kind::ConvUnfold:
+            // (oc, ic, k) at (oc*IC + ic)*K + k -> (oc, k, ic) at (oc*K + k)*IC + ic
+            for (int64_t oc = 0; oc < n2; ++oc)
+                for (int64_t ic = 0; ic < n1; ++ic)
+                    for (int64_t k = 0; k < n0; ++k)
+                        std::memcpy(out + ((oc * n0 + k) * n1 + ic) * es, in + ((oc * n1 + ic) * n0 + k) * es, es);
+            break;
+        case Kind::ConvTranspose:
+            // (ic, oc, k) at (ic*OC + oc)*K + k -> (k, oc, ic) at (k*OC + oc)*IC + ic
+            for (int64_t ic = 0; ic < n2; ++ic)
+                for (int64_t oc = 0; oc < n1; ++oc)
+                    for (int64_t k = 0; k < n0; ++k)
+                        std::memcpy(out + ((k * n1 + oc) * n2 + ic) * es, in + ((ic * n1 + oc) * n0 + k) * es, es);
+            break;
+        case Kind::SnakeInvAlpha:
+            for (int64_t c = 0; c < ggml_nelements(src); ++c) {
+                ((float *) out)[c] = 1.0f / (((const float *) in)[c] + kSnakeEps);
+            }
+            break;
+    }
 }
 
 void DerivedWeights::materialize(const Backend & backend) {
@@ -43,87 +73,58 @@ void DerivedWeights::materialize(const Backend & backend) {
     buffer_ = ggml_backend_alloc_ctx_tensors(ctx_, backend.get());
     if (!buffer_) throw std::runtime_error("cannot allocate backend memory for the derived weights");
     ggml_backend_buffer_set_usage(buffer_, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
-
-    std::vector<char> src, dst;
+    std::vector<char> in, out;
     for (const Job & job : jobs_) {
-        src.resize(ggml_nbytes(job.src));
-        dst.resize(ggml_nbytes(job.dst));
-        ggml_backend_tensor_get(job.src, src.data(), 0, src.size());
-        switch (job.kind) {
-            case Kind::ConvTransposeCols: {
-                // src element (ic, oc, k) sits at (ic*OC + oc)*K + k; dst at (oc*K + k)*IC + ic.
-                const int64_t k_n = job.src->ne[0], oc_n = job.src->ne[1], ic_n = job.src->ne[2];
-                const size_t es = ggml_type_size(job.src->type);
-                for (int64_t ic = 0; ic < ic_n; ++ic) {
-                    for (int64_t oc = 0; oc < oc_n; ++oc) {
-                        for (int64_t k = 0; k < k_n; ++k) {
-                            std::memcpy(dst.data() + ((oc * k_n + k) * ic_n + ic) * es,
-                                        src.data() + ((ic * oc_n + oc) * k_n + k) * es, es);
-                        }
-                    }
-                }
-                break;
-            }
-            case Kind::SnakeInvAlpha: {
-                const float * a = (const float *) src.data();
-                float * inv = (float *) dst.data();
-                for (int64_t c = 0; c < ggml_nelements(job.src); ++c) inv[c] = 1.0f / (a[c] + kSnakeEps);
-                break;
-            }
-        }
-        ggml_backend_tensor_set(job.dst, dst.data(), 0, dst.size());
+        in.resize(ggml_nbytes(job.src));
+        out.resize(ggml_nbytes(job.dst));
+        ggml_backend_tensor_get(job.src, in.data(), 0, in.size());
+        transform(job.kind, job.src, in.data(), out.data());
+        ggml_backend_tensor_set(job.dst, out.data(), 0, out.size());
     }
 }
 
-void Conv1d::load(GGUFFile & file, const std::string & prefix, int64_t in_ch, int64_t out_ch, int64_t kernel,
-                  int stride_, int padding_, int dilation_, bool has_bias) {
-    weight = file.tensor(prefix + ".weight", {kernel, in_ch, out_ch}, {GGML_TYPE_F32, GGML_TYPE_F16});
-    bias = has_bias ? file.tensor(prefix + ".bias", {out_ch}, {GGML_TYPE_F32}) : nullptr;
+void Conv1d::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_ch,
+                  int64_t out_ch_, int kernel_, int stride_, int padding_, int dilation_, bool has_bias) {
+    ggml_tensor * w = file.tensor(prefix + ".weight", {kernel_, in_ch, out_ch_}, {GGML_TYPE_F32, GGML_TYPE_F16});
+    // With one tap the file layout already is the unfolded one.
+    weight = kernel_ == 1 ? w : derived.conv_unfold_weight(w);
+    bias = has_bias ? file.tensor(prefix + ".bias", {out_ch_}, {GGML_TYPE_F32}) : nullptr;
+    out_ch = out_ch_;
+    kernel = kernel_;
     stride = stride_;
     padding = padding_;
     dilation = dilation_;
 }
 
 ggml_tensor * Conv1d::forward(ggml_context * ctx, ggml_tensor * x) const {
-    const int64_t k = weight->ne[0], in_ch = weight->ne[1], out_ch = weight->ne[2];
-    // cols: [K*IC, T_out], k fastest within each input channel (the order of weight's rows)
-    ggml_tensor * cols = ggml_im2col(ctx, weight, x, stride, 0, padding, 0, dilation, 0, false, weight->type);
-    // y: [T_out, OC]
-    ggml_tensor * y = ggml_mul_mat(ctx, ggml_reshape_2d(ctx, cols, k * in_ch, cols->ne[1]),
-                                   ggml_reshape_2d(ctx, weight, k * in_ch, out_ch));
-    if (bias) y = ggml_add(ctx, y, ggml_reshape_2d(ctx, bias, 1, out_ch));
+    const bool pointwise = kernel == 1 && stride == 1 && padding == 0;
+    // cols: [K*IC, T_out]
+    ggml_tensor * cols = pointwise ? x : ov_unfold_1d(ctx, x, kernel, stride, padding, dilation);
+    // y: [OC, T_out]
+    ggml_tensor * y = ggml_mul_mat(ctx, ggml_reshape_2d(ctx, weight, cols->ne[0], out_ch), cols);
+    if (bias) y = ggml_add(ctx, y, bias);
     return y;
 }
 
 void ConvTranspose1d::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_ch,
-                           int64_t out_ch_, int64_t kernel, int stride_, int padding_, int output_padding_,
+                           int64_t out_ch_, int kernel_, int stride_, int padding_, int output_padding_,
                            bool has_bias) {
-    if (output_padding_ > padding_) {
-        // The overlap-add below only crops; growing past the full output is not implemented.
-        throw ModelFormatError(prefix + ": output_padding > padding is not supported");
-    }
-    ggml_tensor * weight = file.tensor(prefix + ".weight", {kernel, out_ch_, in_ch}, {GGML_TYPE_F32, GGML_TYPE_F16});
-    cols = derived.conv_transpose_cols(weight);
+    ggml_tensor * w = file.tensor(prefix + ".weight", {kernel_, out_ch_, in_ch}, {GGML_TYPE_F32, GGML_TYPE_F16});
+    weight = derived.conv_transpose_weight(w);
     bias = has_bias ? file.tensor(prefix + ".bias", {out_ch_}, {GGML_TYPE_F32}) : nullptr;
     out_ch = out_ch_;
+    kernel = kernel_;
     stride = stride_;
     padding = padding_;
     output_padding = output_padding_;
 }
 
 ggml_tensor * ConvTranspose1d::forward(ggml_context * ctx, ggml_tensor * x) const {
-    // xt: [IC, T]; col: [K*OC, T], every input frame's contribution to K output samples per channel
-    ggml_tensor * xt = ggml_cont(ctx, ggml_transpose(ctx, x));
-    ggml_tensor * col = ggml_mul_mat(ctx, cols, xt);
-    // PyTorch crops `padding` samples left and `padding - output_padding` right of the full
-    // overlap-add; col2im_1d crops symmetrically, so crop less and drop the extra left samples.
-    ggml_tensor * y = ggml_col2im_1d(ctx, col, stride, (int) out_ch, padding - output_padding);
-    if (output_padding > 0) {
-        y = ggml_view_2d(ctx, y, y->ne[0] - output_padding, y->ne[1], y->nb[1], output_padding * y->nb[0]);
-    }
-    // y: [T*stride (for K = 2*stride), OC]
-    if (bias) y = ggml_add(ctx, y, ggml_reshape_2d(ctx, bias, 1, out_ch));
-    return y;
+    // cols: [K*OC, T], input frame t's contribution to K output steps of every channel
+    ggml_tensor * cols = ggml_mul_mat(ctx, weight, x);
+    // y: [OC, T_out], the overlap-add cropped by padding (output_padding adds steps at the end)
+    const int64_t t_out = (x->ne[1] - 1) * stride + kernel - 2 * padding + output_padding;
+    return ov_fold_1d(ctx, cols, bias, (int) out_ch, stride, padding, t_out);
 }
 
 void Snake1d::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t channels) {
@@ -141,10 +142,10 @@ constexpr int kResidualKernel = 7;
 void DacResidualUnit::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t channels,
                            int dilation) {
     snake1.load(file, derived, prefix + ".snake1", channels);
-    conv1.load(file, prefix + ".conv1", channels, channels, kResidualKernel, 1, (kResidualKernel - 1) / 2 * dilation,
-               dilation);
+    conv1.load(file, derived, prefix + ".conv1", channels, channels, kResidualKernel, 1,
+               (kResidualKernel - 1) / 2 * dilation, dilation);
     snake2.load(file, derived, prefix + ".snake2", channels);
-    conv2.load(file, prefix + ".conv2", channels, channels, 1, 1, 0, 1);
+    conv2.load(file, derived, prefix + ".conv2", channels, channels, 1, 1, 0, 1);
 }
 
 ggml_tensor * DacResidualUnit::forward(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt) const {

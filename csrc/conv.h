@@ -1,8 +1,10 @@
 #pragma once
 // Layers shared by the codec's encoder and decoder: Conv1d, ConvTranspose1d, Snake1d, Linear.
-// Activations are [T, C] in ggml order (PyTorch's (C, T) row-major, batch 1). Each layer struct
-// holds its weights, looked up by exact checkpoint name with strict shapes, and builds its graph.
-// Weights that need a load-time transform come from DerivedWeights, the one place those live.
+// Activations are [C, T] in ggml order, channels innermost (PyTorch's (T, C); a (1, C, T) module
+// input is transposed once at the model's edge). Then a Linear or k1 conv is one mul_mat, a
+// Conv1d is unfold + mul_mat and a ConvTranspose1d is mul_mat + fold, with no transposes.
+// Each layer struct holds its weights, looked up by exact checkpoint name with strict shapes, and
+// builds its graph. Weights that need a load-time transform come from DerivedWeights.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,7 +17,7 @@
 namespace ov {
 
 // Tensors computed once at load time from file weights and kept in a backend buffer of their own:
-// ConvTranspose1d weights rearranged for mul_mat + col2im_1d, and Snake's 1 / (alpha + 1e-9).
+// conv weights rearranged for ov_unfold_1d / ov_fold_1d, and Snake's 1 / (alpha + 1e-9).
 // Register them while loading, then call materialize() once.
 class DerivedWeights {
 public:
@@ -24,23 +26,27 @@ public:
     DerivedWeights(const DerivedWeights &) = delete;
     DerivedWeights & operator=(const DerivedWeights &) = delete;
 
-    // ConvTranspose1d weight (IC, OC, K) = ggml [K, OC, IC] -> [IC, K*OC], row (oc*K + k)
-    // contiguous in IC, the order col2im_1d reads its columns in. Keeps the source type.
-    ggml_tensor * conv_transpose_cols(ggml_tensor * weight);
-    // Snake alpha (1, C, 1) -> [1, C] F32 holding 1 / (alpha + 1e-9).
+    // Conv1d weight (OC, IC, K) = ggml [K, IC, OC] -> [K*IC, OC], row k*IC + ic: the order of
+    // ov_unfold_1d's columns. Keeps the source type.
+    ggml_tensor * conv_unfold_weight(ggml_tensor * weight);
+    // ConvTranspose1d weight (IC, OC, K) = ggml [K, OC, IC] -> [IC, K*OC], row k*OC + oc: the
+    // order ov_fold_1d reads its columns in. Keeps the source type.
+    ggml_tensor * conv_transpose_weight(ggml_tensor * weight);
+    // Snake alpha (1, C, 1) -> [C] F32 holding 1 / (alpha + 1e-9).
     ggml_tensor * snake_inv_alpha(ggml_tensor * alpha);
 
     // Allocates the buffer on `backend` and computes every registered tensor.
     void materialize(const Backend & backend);
 
 private:
-    enum class Kind { ConvTransposeCols, SnakeInvAlpha };
+    enum class Kind { ConvUnfold, ConvTranspose, SnakeInvAlpha };
     struct Job {
         Kind kind;
         ggml_tensor * src;
         ggml_tensor * dst;
     };
     ggml_tensor * add(Kind kind, ggml_tensor * src, ggml_type type, int64_t ne0, int64_t ne1);
+    static void transform(Kind kind, const ggml_tensor * src, const char * in, char * out);
 
     ggml_context * ctx_ = nullptr;
     ggml_backend_buffer_t buffer_ = nullptr;
@@ -49,45 +55,48 @@ private:
 
 // Graph-building options shared by every layer of one model.
 struct GraphOptions {
-    bool fused_snake = true;  // ov_snake's CPU custom op; false on other backends
+    bool fused_snake = true;  // ov_snake's CPU custom op, else the composed form
 };
 
 // nn.Conv1d(in, out, kernel_size, stride, padding, dilation, bias)
 struct Conv1d {
-    ggml_tensor * weight = nullptr;  // [K, IC, OC]
+    ggml_tensor * weight = nullptr;  // [K*IC, OC] (rearranged when K > 1; for K = 1 the file's [1, IC, OC])
     ggml_tensor * bias = nullptr;    // [OC], or null
+    int64_t out_ch = 0;
+    int kernel = 1;
     int stride = 1;
     int padding = 0;
     int dilation = 1;
 
-    void load(GGUFFile & file, const std::string & prefix, int64_t in_ch, int64_t out_ch, int64_t kernel,
-              int stride, int padding, int dilation, bool has_bias = true);
-    // x: [T, IC] -> [T_out, OC], T_out = (T + 2*padding - dilation*(K-1) - 1) / stride + 1
+    void load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_ch,
+              int64_t out_ch, int kernel, int stride, int padding, int dilation, bool has_bias = true);
+    // x: [IC, T] -> [OC, T_out], T_out = (T + 2*padding - dilation*(K-1) - 1) / stride + 1
     ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x) const;
 };
 
 // nn.ConvTranspose1d(in, out, kernel_size, stride, padding, output_padding, bias)
 struct ConvTranspose1d {
-    ggml_tensor * cols = nullptr;  // [IC, K*OC] from DerivedWeights::conv_transpose_cols
-    ggml_tensor * bias = nullptr;  // [OC], or null
+    ggml_tensor * weight = nullptr;  // [IC, K*OC] from DerivedWeights::conv_transpose_weight
+    ggml_tensor * bias = nullptr;    // [OC], or null
     int64_t out_ch = 0;
+    int kernel = 1;
     int stride = 1;
     int padding = 0;
     int output_padding = 0;
 
     void load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_ch,
-              int64_t out_ch, int64_t kernel, int stride, int padding, int output_padding, bool has_bias = true);
-    // x: [T, IC] -> [(T-1)*stride + K - 2*padding + output_padding, OC]
+              int64_t out_ch, int kernel, int stride, int padding, int output_padding, bool has_bias = true);
+    // x: [IC, T] -> [OC, (T-1)*stride + K - 2*padding + output_padding]
     ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x) const;
 };
 
 // DAC's Snake1d: x + sin(alpha * x)^2 / (alpha + 1e-9), alpha per channel.
 struct Snake1d {
     ggml_tensor * alpha = nullptr;      // [1, C] (checkpoint (1, C, 1))
-    ggml_tensor * inv_alpha = nullptr;  // [1, C], from DerivedWeights::snake_inv_alpha
+    ggml_tensor * inv_alpha = nullptr;  // [C], from DerivedWeights::snake_inv_alpha
 
     void load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t channels);
-    // x: [T, C] -> [T, C]
+    // x: [C, T] -> [C, T]
     ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt) const;
 };
 
@@ -101,7 +110,7 @@ struct DacResidualUnit {
     Conv1d conv2;
 
     void load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t channels, int dilation);
-    // x: [T, C] -> [T, C]
+    // x: [C, T] -> [C, T]
     ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt) const;
 };
 

@@ -18,7 +18,7 @@ void DacDecoder::load(GGUFFile & file, DerivedWeights & derived, const std::stri
                                " is not divisible by 2^" + std::to_string(hp.strides.size()));
     }
     const int pad = (kKernel - 1) / 2;
-    conv1.load(file, prefix + ".conv1", hp.in_channels, hp.channels, kKernel, 1, pad, 1);
+    conv1.load(file, derived, prefix + ".conv1", hp.in_channels, hp.channels, kKernel, 1, pad, 1);
 
     int64_t ch = hp.channels;
     blocks.resize(hp.strides.size());
@@ -37,18 +37,18 @@ void DacDecoder::load(GGUFFile & file, DerivedWeights & derived, const std::stri
         }
     }
     snake1.load(file, derived, prefix + ".snake1", ch);
-    conv2.load(file, prefix + ".conv2", ch, 1, kKernel, 1, pad, 1);
+    conv2.load(file, derived, prefix + ".conv2", ch, 1, kKernel, 1, pad, 1);
 }
 
 // DacDecoder.forward (tanh replaced by identity)
 ggml_tensor * DacDecoder::forward(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt) const {
-    // cur: [T, channels]
+    // cur: [channels, T]
     ggml_tensor * cur = conv1.forward(ctx, x);
     ggml_set_name(cur, "dec.conv1.out");
 
     for (size_t ib = 0; ib < blocks.size(); ++ib) {
         const DacDecoderBlock & b = blocks[ib];
-        // upsample: [T, C] -> [T*stride, C/2]
+        // upsample: [C, T] -> [C/2, T*stride]
         {
             cur = b.snake1.forward(ctx, cur, opt);
             cur = b.conv_t1.forward(ctx, cur);
@@ -63,7 +63,7 @@ ggml_tensor * DacDecoder::forward(ggml_context * ctx, ggml_tensor * x, const Gra
 
     cur = snake1.forward(ctx, cur, opt);
     ggml_set_name(cur, "dec.snake1.out");
-    // out: [T_audio, 1]
+    // out: [1, T_audio]
     cur = conv2.forward(ctx, cur);
     ggml_set_name(cur, "dec.out");
     return cur;

@@ -31,7 +31,7 @@ struct DacDecoder {
     Conv1d conv2;
 
     void load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, const DacDecoderHParams & hp);
-    // x: [T, in_channels] -> audio [T * prod(strides), 1]
+    // x: [in_channels, T] -> audio [1, T * prod(strides)]
     ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt) const;
 };
 

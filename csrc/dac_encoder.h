@@ -36,7 +36,7 @@ struct DacEncoder {
 
     // Registers the Snake reciprocals with `derived`; the caller materializes it.
     void load(GGUFFile & file, DerivedWeights & derived, const DacEncoderHParams & hp, const std::string & prefix);
-    // wave: [n_samples] -> [T, hidden_size]
+    // wave: [n_samples] -> [hidden_size, T]
     ggml_tensor * forward(ggml_context * ctx, ggml_tensor * wave, const GraphOptions & opt) const;
 };
 

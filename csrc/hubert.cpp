@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "unfold.h"
+
 #include "errors.h"
 
 namespace ov {
@@ -74,19 +76,20 @@ ggml_tensor * LayerNorm::forward(ggml_context * ctx, ggml_tensor * x) const {
     return ggml_add(ctx, ggml_mul(ctx, ggml_norm(ctx, x, eps), weight), bias);
 }
 
-HubertWeights HubertWeights::load(GGUFFile & file, const HubertHParams & hp, const std::string & prefix) {
+HubertWeights HubertWeights::load(GGUFFile & file, DerivedWeights & derived, const HubertHParams & hp,
+                                  const std::string & prefix) {
     const int64_t C = hp.n_embd;
     HubertWeights w;
-    int64_t in_ch = 1;
-    for (size_t i = 0; i < hp.conv_dim.size(); ++i) {
-        const std::string p = prefix + "feature_extractor.conv_layers." + std::to_string(i) + ".";
+    const std::string p0 = prefix + "feature_extractor.conv_layers.0.";
+    w.conv0_w = file.tensor(p0 + "conv.weight", {hp.conv_kernel[0], 1, hp.conv_dim[0]}, {GGML_TYPE_F32, GGML_TYPE_F16});
+    w.group_norm_w = file.tensor(p0 + "layer_norm.weight", {hp.conv_dim[0]}, {GGML_TYPE_F32});
+    w.group_norm_b = file.tensor(p0 + "layer_norm.bias", {hp.conv_dim[0]}, {GGML_TYPE_F32});
+    int64_t in_ch = hp.conv_dim[0];
+    for (size_t i = 1; i < hp.conv_dim.size(); ++i) {
         Conv1d conv;
-        conv.load(file, p + "conv", in_ch, hp.conv_dim[i], hp.conv_kernel[i], hp.conv_stride[i], 0, 1, false);
+        conv.load(file, derived, prefix + "feature_extractor.conv_layers." + std::to_string(i) + ".conv", in_ch,
+                  hp.conv_dim[i], hp.conv_kernel[i], hp.conv_stride[i], 0, 1, false);
         w.conv.push_back(conv);
-        if (i == 0) {
-            w.group_norm_w = file.tensor(p + "layer_norm.weight", {hp.conv_dim[i]}, {GGML_TYPE_F32});
-            w.group_norm_b = file.tensor(p + "layer_norm.bias", {hp.conv_dim[i]}, {GGML_TYPE_F32});
-        }
         in_ch = hp.conv_dim[i];
     }
 
@@ -118,25 +121,30 @@ ggml_tensor * build_hubert(ggml_context * ctx, const HubertWeights & w, const Hu
                            ggml_tensor * wave) {
     const int64_t C = hp.n_embd;
     const int64_t head_dim = C / hp.n_head;
+    ggml_tensor * cur = nullptr;
 
-    // HubertFeatureEncoder: 1 -> conv_dim[i] channels, GELU after each conv, GroupNorm with one
-    // group per channel (= normalising each channel over time) on the first.
-    ggml_tensor * cur = ggml_reshape_2d(ctx, wave, wave->ne[0], 1);  // [n_samples, 1]
-    for (size_t i = 0; i < w.conv.size(); ++i) {
-        cur = w.conv[i].forward(ctx, cur);  // [T_i, conv_dim[i]]
-        if (i == 0) {
-            const int64_t n_ch = cur->ne[1];
-            cur = ggml_norm(ctx, cur, hp.group_norm_eps);
-            cur = ggml_mul(ctx, cur, ggml_reshape_2d(ctx, w.group_norm_w, 1, n_ch));
-            cur = ggml_add(ctx, cur, ggml_reshape_2d(ctx, w.group_norm_b, 1, n_ch));
-        }
+    // HubertFeatureEncoder. The first conv's GroupNorm has one group per channel: each channel is
+    // normalised over time, which ggml_norm does along ne0, so that conv produces [T, C].
+    {
+        // cols: [K, T0] (one input channel); the weight must be F32 as mul_mat's second operand
+        ggml_tensor * cols = ov_unfold_1d(ctx, ggml_reshape_2d(ctx, wave, 1, wave->ne[0]), (int) w.conv0_w->ne[0],
+                                          hp.conv_stride[0], 0, 1);
+        ggml_tensor * kern = w.conv0_w->type == GGML_TYPE_F32 ? w.conv0_w : ggml_cast(ctx, w.conv0_w, GGML_TYPE_F32);
+        kern = ggml_reshape_2d(ctx, kern, kern->ne[0], kern->ne[2]);
+        cur = ggml_norm(ctx, ggml_mul_mat(ctx, cols, kern), hp.group_norm_eps);  // [T0, C0]
+        cur = ggml_cont(ctx, ggml_transpose(ctx, cur));                          // [C0, T0]
+        cur = ggml_add(ctx, ggml_mul(ctx, cur, w.group_norm_w), w.group_norm_b);
         cur = ggml_gelu_erf(ctx, cur);
-        set_name(cur, "hubert.conv" + std::to_string(i));
+        set_name(cur, "hubert.conv0");
     }
-    const int64_t T = cur->ne[0];
-    cur = ggml_cont(ctx, ggml_transpose(ctx, cur));  // [conv_dim, T]
+    for (size_t i = 0; i < w.conv.size(); ++i) {
+        cur = ggml_gelu_erf(ctx, w.conv[i].forward(ctx, cur));  // [C_i, T_i]
+        set_name(cur, "hubert.conv" + std::to_string(i + 1));
+    }
+    const int64_t T = cur->ne[1];
 
     // HubertFeatureProjection
+    ggml_set_name(cur, "hubert.conv_out");
     cur = w.proj_norm.forward(ctx, cur);
     cur = w.projection.forward(ctx, cur);  // [C, T]
     set_name(cur, "hubert.proj");

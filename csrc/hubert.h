@@ -51,7 +51,8 @@ struct HubertLayer {
 
 struct HubertWeights {
     // feature_extractor.conv_layers.N: conv (no bias), GroupNorm on the first only
-    std::vector<Conv1d> conv;
+    ggml_tensor * conv0_w = nullptr;  // [K, 1, conv_dim[0]]: one input channel, taken as is
+    std::vector<Conv1d> conv;         // conv_layers 1..N-1
     ggml_tensor * group_norm_w = nullptr;  // [conv_dim[0]]
     ggml_tensor * group_norm_b = nullptr;
     // feature_projection
@@ -63,8 +64,10 @@ struct HubertWeights {
     LayerNorm enc_norm;                  // encoder.layer_norm
     std::vector<HubertLayer> layers;
 
-    // Looks every tensor up under `prefix` (e.g. "hubert.") with the shapes hp implies.
-    static HubertWeights load(GGUFFile & file, const HubertHParams & hp, const std::string & prefix);
+    // Looks every tensor up under `prefix` (e.g. "hubert.") with the shapes hp implies; conv
+    // weight rearrangements are registered with `derived`.
+    static HubertWeights load(GGUFFile & file, DerivedWeights & derived, const HubertHParams & hp,
+                              const std::string & prefix);
 };
 
 // HubertModel(wave, output_hidden_states=True), then mean over the n_layer + 1 hidden states.

@@ -47,9 +47,10 @@ ggml_tensor * SemanticResidualUnit::forward(ggml_context * ctx, ggml_tensor * x)
     return ggml_add(ctx, x, y);
 }
 
-void SemanticEncoder::load(GGUFFile & file, const SemanticEncoderHParams & hp, const std::string & prefix) {
+void SemanticEncoder::load(GGUFFile & file, DerivedWeights & derived, const SemanticEncoderHParams & hp,
+                           const std::string & prefix) {
     const int64_t C = hp.channels;
-    conv.load(file, prefix + "conv", C, C, hp.kernel_size, 1, hp.kernel_size / 2, 1, false);
+    conv.load(file, derived, prefix + "conv", C, C, hp.kernel_size, 1, hp.kernel_size / 2, 1, false);
     int64_t in_ch = C;
     for (size_t i = 0; i < hp.strides.size(); ++i) {
         const std::string p = prefix + "conv_blocks." + std::to_string(i) + ".";
@@ -59,15 +60,15 @@ void SemanticEncoder::load(GGUFFile & file, const SemanticEncoderHParams & hp, c
             const std::string pu = p + "res_units." + std::to_string(j) + ".";
             const int d = hp.block_dilations[j];
             SemanticResidualUnit unit;
-            unit.conv1.load(file, pu + "conv1", in_ch, in_ch, hp.unit_kernel_size, 1,
+            unit.conv1.load(file, derived, pu + "conv1", in_ch, in_ch, hp.unit_kernel_size, 1,
                             (hp.unit_kernel_size - 1) / 2 * d, d, false);
-            unit.conv2.load(file, pu + "conv2", in_ch, in_ch, 1, 1, 0, 1, false);
+            unit.conv2.load(file, derived, pu + "conv2", in_ch, in_ch, 1, 1, 0, 1, false);
             block.res_units.push_back(unit);
         }
         // A stride-1 block uses kernel 3 rather than 2 * stride (the reference's special case).
         const int stride = hp.strides[i];
         const int kernel = stride == 1 ? 3 : 2 * stride;
-        block.conv.load(file, p + "conv", in_ch, out_ch, kernel, stride, (kernel - 1) / 2, 1, true);
+        block.conv.load(file, derived, p + "conv", in_ch, out_ch, kernel, stride, (kernel - 1) / 2, 1, true);
         conv_blocks.push_back(block);
         in_ch = out_ch;
     }
@@ -76,7 +77,7 @@ void SemanticEncoder::load(GGUFFile & file, const SemanticEncoderHParams & hp, c
 
 int64_t SemanticEncoder::n_frames(int64_t n) const {
     for (const SemanticEncoderBlock & b : conv_blocks) {
-        const int64_t span = n + 2 * b.conv.padding - (b.conv.weight->ne[0] - 1) - 1;
+        const int64_t span = n + 2 * b.conv.padding - (int64_t) b.conv.dilation * (b.conv.kernel - 1) - 1;
         n = span < 0 ? 0 : span / b.conv.stride + 1;
     }
     return n;

@@ -38,10 +38,10 @@ struct SemanticEncoder {
     std::vector<SemanticEncoderBlock> conv_blocks;
     int out_channels = 0;
 
-    void load(GGUFFile & file, const SemanticEncoderHParams & hp, const std::string & prefix);
+    void load(GGUFFile & file, DerivedWeights & derived, const SemanticEncoderHParams & hp, const std::string & prefix);
     // Output frames for n input frames (n itself for the real model's strides of 1).
     int64_t n_frames(int64_t n) const;
-    // x: [T, channels] -> [n_frames(T), out_channels]
+    // x: [channels, T] -> [out_channels, n_frames(T)]
     ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x) const;
 };
 

@@ -26,46 +26,46 @@ constexpr float kRoundMagic = 12582912.0f;
 constexpr float kReduceLimit = 8192.0f;
 
 OV_SIMD_CLONES
-int snake_row(float * y, const float * x, float alpha, float inv_alpha, int64_t n) {
+int snake_row(float * y, const float * x, const float * alpha, const float * inv_alpha, int64_t n) {
     int far = 0;
     for (int64_t i = 0; i < n; ++i) {
-        const float z = alpha * x[i];
+        const float z = alpha[i] * x[i];
         const float k = (z * kInvPi + kRoundMagic) - kRoundMagic;
         const float r = ((z - k * kPiA) - k * kPiB) - k * kPiC;
         const float r2 = r * r;
         const float p = 1.0f + r2 * (-1.0f / 6.0f + r2 * (1.0f / 120.0f + r2 * (-1.0f / 5040.0f +
                         r2 * (1.0f / 362880.0f + r2 * (-1.0f / 39916800.0f + r2 * (1.0f / 6227020800.0f))))));
         const float s = r * p;
-        y[i] = x[i] + s * s * inv_alpha;
+        y[i] = x[i] + s * s * inv_alpha[i];
         far |= std::fabs(z) > kReduceLimit;
     }
     return far;
 }
 
-void snake_row_exact(float * y, const float * x, float alpha, float inv_alpha, int64_t n) {
+void snake_row_exact(float * y, const float * x, const float * alpha, const float * inv_alpha, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
-        const float s = std::sin(alpha * x[i]);
-        y[i] = x[i] + s * s * inv_alpha;
+        const float s = std::sin(alpha[i] * x[i]);
+        y[i] = x[i] + s * s * inv_alpha[i];
     }
 }
 
-// ggml custom op: dst->src = {x, alpha, inv_alpha}; thread ith of nth takes a contiguous range of rows.
+// ggml custom op: dst->src = {x, alpha, inv_alpha}; thread ith of nth takes a contiguous range of
+// rows (time steps), each a vector over the channels.
 void snake_compute(ggml_tensor * dst, int ith, int nth, void * /*userdata*/) {
     const ggml_tensor * x = dst->src[0];
     const float * alpha = (const float *) dst->src[1]->data;
     const float * inv_alpha = (const float *) dst->src[2]->data;
-    const int64_t n = x->ne[0];
-    const int64_t n_ch = x->ne[1];
-    const int64_t n_rows = n_ch * x->ne[2] * x->ne[3];
+    const int64_t n = x->ne[0];  // channels
+    const int64_t n_rows = x->ne[1] * x->ne[2] * x->ne[3];
     const int64_t per_thread = (n_rows + nth - 1) / nth;
     const int64_t r0 = per_thread * ith;
     const int64_t r1 = r0 + per_thread < n_rows ? r0 + per_thread : n_rows;
     for (int64_t r = r0; r < r1; ++r) {
-        const int64_t i1 = r % n_ch, i2 = (r / n_ch) % x->ne[2], i3 = r / (n_ch * x->ne[2]);
+        const int64_t i1 = r % x->ne[1], i2 = (r / x->ne[1]) % x->ne[2], i3 = r / (x->ne[1] * x->ne[2]);
         const float * src = (const float *) ((const char *) x->data + i1 * x->nb[1] + i2 * x->nb[2] + i3 * x->nb[3]);
         float * out = (float *) ((char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]);
-        if (snake_row(out, src, alpha[i1], inv_alpha[i1], n)) {
-            snake_row_exact(out, src, alpha[i1], inv_alpha[i1], n);
+        if (snake_row(out, src, alpha, inv_alpha, n)) {
+            snake_row_exact(out, src, alpha, inv_alpha, n);
         }
     }
 }
@@ -75,7 +75,7 @@ void snake_compute(ggml_tensor * dst, int ith, int nth, void * /*userdata*/) {
 ggml_tensor * ov_snake(ggml_context * ctx, ggml_tensor * x, ggml_tensor * alpha, ggml_tensor * inv_alpha,
                        bool fused) {
     GGML_ASSERT(x->type == GGML_TYPE_F32 && alpha->type == GGML_TYPE_F32 && inv_alpha->type == GGML_TYPE_F32);
-    GGML_ASSERT(ggml_nelements(alpha) == x->ne[1] && ggml_nelements(inv_alpha) == x->ne[1]);
+    GGML_ASSERT(ggml_nelements(alpha) == x->ne[0] && ggml_nelements(inv_alpha) == x->ne[0]);
     if (fused) {
         // Rows are read through their strides, so a cropped view needs no copy first.
         GGML_ASSERT(x->nb[0] == sizeof(float));
@@ -83,9 +83,9 @@ ggml_tensor * ov_snake(ggml_context * ctx, ggml_tensor * x, ggml_tensor * alpha,
         return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, 3, snake_compute,
                               GGML_N_TASKS_MAX, nullptr);
     }
-    // alpha and inv_alpha are [1, C]: ggml_mul broadcasts them along T.
-    ggml_tensor * a = ggml_reshape_2d(ctx, alpha, 1, x->ne[1]);
-    ggml_tensor * ia = ggml_reshape_2d(ctx, inv_alpha, 1, x->ne[1]);
+    // alpha and inv_alpha as [C]: ggml_mul broadcasts them over T.
+    ggml_tensor * a = ggml_reshape_1d(ctx, alpha, x->ne[0]);
+    ggml_tensor * ia = ggml_reshape_1d(ctx, inv_alpha, x->ne[0]);
     ggml_tensor * s = ggml_sqr(ctx, ggml_sin(ctx, ggml_mul(ctx, x, a)));
     return ggml_add(ctx, x, ggml_mul(ctx, s, ia));
 }

@@ -5,7 +5,7 @@
 // composed version uses stock ops and runs on any backend.
 #include "ggml.h"
 
-// x: [T, C, ...] F32; alpha, inv_alpha: [1, C] F32 (inv_alpha precomputed at load time).
-// Returns [T, C, ...] F32, always contiguous.
+// x: [C, T, ...] F32 (channels innermost); alpha, inv_alpha: C values F32 (inv_alpha precomputed
+// at load time). Returns [C, T, ...] F32, contiguous.
 ggml_tensor * ov_snake(ggml_context * ctx, ggml_tensor * x, ggml_tensor * alpha, ggml_tensor * inv_alpha,
                        bool fused);
