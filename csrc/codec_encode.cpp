@@ -15,16 +15,9 @@ constexpr int kSemanticPad = 160;
 }  // namespace
 
 void CodecEncoder::load(GGUFFile & file, DerivedWeights & derived, int64_t rvq_hidden) {
-    const int64_t sample_rate = file.get_u32("omnivoice.sample_rate");
-    const int64_t semantic_rate = file.get_u32("omnivoice.semantic_sample_rate");
     const int64_t hop = file.get_u32("omnivoice.acoustic.hop_length");
-    const int64_t hubert_hop = file.get_u32("omnivoice.downsample_factor");
-    // HiggsAudioV2TokenizerConfig.semantic_downsample_factor: HuBERT frames per codec frame,
-    // int(hop / (sample_rate / semantic_rate) / downsample_factor); below 2 keeps every frame.
-    if (hubert_hop <= 0 || sample_rate <= 0) {
-        throw ModelFormatError(file.path() + ": sample rates and downsample_factor must be positive");
-    }
-    semantic_downsample = std::max<int>(1, (int) (hop * semantic_rate / (sample_rate * hubert_hop)));
+    // HuBERT frames per codec frame; the reference downsamples only when it is above 1.
+    semantic_downsample = std::max<int>(1, (int) file.get_u32("omnivoice.semantic.downsample_factor"));
     acoustic_pad = (int) (hop / 2);
 
     hubert_hp = HubertHParams::load(file);

@@ -23,10 +23,7 @@ SemanticEncoderHParams SemanticEncoderHParams::load(const GGUFFile & file, int c
     hp.strides = int_array(file, kKey + "strides");
     hp.channel_ratios = int_array(file, kKey + "channel_ratios");
     hp.block_dilations = int_array(file, kKey + "block_dilations");
-    // Older conversions lack the key; the unit kernel then equals the first conv's, as in every
-    // released config.
-    hp.unit_kernel_size = file.has_key(kKey + "unit_kernel_size") ? (int) file.get_u32(kKey + "unit_kernel_size")
-                                                                  : hp.kernel_size;
+    hp.unit_kernel_size = (int) file.get_u32(kKey + "unit_kernel_size");
     if (hp.strides.size() != hp.channel_ratios.size()) {
         throw ModelFormatError(file.path() + ": " + kKey + "strides and channel_ratios differ in length");
     }
