@@ -1,7 +1,8 @@
 """Codec speed: ours (ggml) vs the PyTorch reference, measured in the same run.
 
-Decodes random codes of --frames frames (250 = 10 s) with the full-size random codec, each side on
---threads threads, and prints the median seconds of --repeats runs and the ratio ours / PyTorch.
+Decodes random codes of --frames frames (250 = 10 s), and encodes as much audio (a mix of tones
+and noise at 24 kHz), with the full-size random codec, each side on --threads threads, and prints
+the median seconds of --repeats runs and the ratio ours / PyTorch (--task picks one or both).
 The reference runs in its own venv (--ref-python) through bench/codec_ref.py, since upstream's
 package cannot be imported beside ours.
 
@@ -61,6 +62,37 @@ def bench_decode(args: argparse.Namespace, tok: AudioTokenizer) -> None:
     print(f"  ratio ours/pytorch {ours / ref['median_s']:.2f}   max |audio diff| {np.abs(audio - ref_audio).max():.2e}")
 
 
+def test_signal(n: int, sample_rate: int) -> np.ndarray:
+    """A deterministic float32 test signal of n samples: two tones plus noise, RMS about 0.2."""
+    t = np.arange(n) / sample_rate
+    noise = np.random.default_rng(0).standard_normal(n)
+    return (0.2 * np.sin(2 * np.pi * 220 * t) + 0.1 * np.sin(2 * np.pi * 1375 * t) + 0.05 * noise).astype(np.float32)
+
+
+def bench_encode(args: argparse.Namespace, tok: AudioTokenizer) -> None:
+    """Times encode of --frames frames of audio, ours and the reference's."""
+    audio = test_signal(args.frames * tok.hop_length, tok.sample_rate)
+    codes = tok.encode(audio, tok.sample_rate)  # warm-up
+    times = []
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        tok.encode(audio, tok.sample_rate)
+        times.append(time.perf_counter() - t0)
+    ours = statistics.median(times)
+    print(f"encode {audio.size / tok.sample_rate:.0f} s audio ({args.frames} frames), {args.threads} threads")
+    print(f"  ours    {ours:.3f} s  (runs: {' '.join(f'{t:.3f}' for t in times)})")
+    if args.no_ref:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        np.save(Path(tmp) / "audio.npy", audio)
+        ref = run_reference(args, "encode", ["--audio", str(Path(tmp) / "audio.npy"),
+                                             "--out-codes", str(Path(tmp) / "codes.npy")])
+        ref_codes = np.load(Path(tmp) / "codes.npy")
+    same = (codes == ref_codes).mean() if codes.shape == ref_codes.shape else float("nan")
+    print(f"  pytorch {ref['median_s']:.3f} s  (runs: {' '.join(f'{t:.3f}' for t in ref['times_s'])})")
+    print(f"  ratio ours/pytorch {ours / ref['median_s']:.2f}   codes identical {same:.2%}")
+
+
 def main() -> None:
     """Parses arguments and runs the codec benchmarks."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -71,10 +103,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-ref", action="store_true", help="time ours only")
+    parser.add_argument("--task", choices=["decode", "encode", "both"], default="both")
     args = parser.parse_args()
 
     tok = AudioTokenizer.from_file(args.gguf, n_threads=args.threads)
-    bench_decode(args, tok)
+    if args.task in ("decode", "both"):
+        bench_decode(args, tok)
+    if args.task in ("encode", "both"):
+        bench_encode(args, tok)
 
 
 if __name__ == "__main__":
