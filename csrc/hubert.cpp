@@ -186,16 +186,11 @@ ggml_tensor * build_hubert(ggml_context * ctx, const HubertWeights & w, const Hu
             ggml_tensor * k = l.k_proj.forward(ctx, cur);
             ggml_tensor * v = l.v_proj.forward(ctx, cur);
             q = ggml_permute(ctx, ggml_reshape_3d(ctx, q, head_dim, hp.n_head, T), 0, 2, 1, 3);  // [hd, T, H]
-            k = ggml_permute(ctx, ggml_reshape_3d(ctx, k, head_dim, hp.n_head, T), 0, 2, 1, 3);  // [hd, T, H]
-            v = ggml_permute(ctx, ggml_reshape_3d(ctx, v, head_dim, hp.n_head, T), 1, 2, 0, 3);  // [T, hd, H]
-            v = ggml_cont(ctx, v);
-
-            ggml_tensor * kq = ggml_mul_mat(ctx, k, q);                       // [T_k, T_q, H]
-            kq = ggml_soft_max_ext(ctx, kq, nullptr, kq_scale, 0.0f);
-            ggml_tensor * kqv = ggml_mul_mat(ctx, v, kq);                     // [hd, T_q, H]
-            kqv = ggml_cont(ctx, ggml_permute(ctx, kqv, 0, 2, 1, 3));         // [hd, H, T]
-            cur = ggml_reshape_2d(ctx, kqv, C, T);
-            cur = l.out_proj.forward(ctx, cur);
+            k = ggml_permute(ctx, ggml_reshape_3d(ctx, k, head_dim, hp.n_head, T), 0, 2, 1, 3);
+            v = ggml_permute(ctx, ggml_reshape_3d(ctx, v, head_dim, hp.n_head, T), 0, 2, 1, 3);
+            ggml_tensor * kqv = ggml_flash_attn_ext(ctx, q, k, v, nullptr, kq_scale, 0.0f, 0.0f);  // [hd, H, T]
+            ggml_flash_attn_ext_set_prec(kqv, GGML_PREC_F32);
+            cur = l.out_proj.forward(ctx, ggml_reshape_2d(ctx, kqv, C, T));
             set_name(cur, "hubert.l" + std::to_string(il) + ".attn");
         }
         cur = l.layer_norm.forward(ctx, ggml_add(ctx, inpL, cur));
