@@ -2,7 +2,8 @@
 
 #include <cmath>
 
-#include "unfold.h"
+#include "channel_norm.h"
+#include "gelu_erf.h"
 
 #include "errors.h"
 
@@ -80,16 +81,16 @@ HubertWeights HubertWeights::load(GGUFFile & file, DerivedWeights & derived, con
                                   const std::string & prefix) {
     const int64_t C = hp.n_embd;
     HubertWeights w;
-    const std::string p0 = prefix + "feature_extractor.conv_layers.0.";
-    w.conv0_w = file.tensor(p0 + "conv.weight", {hp.conv_kernel[0], 1, hp.conv_dim[0]}, {GGML_TYPE_F32, GGML_TYPE_F16});
-    w.group_norm_w = file.tensor(p0 + "layer_norm.weight", {hp.conv_dim[0]}, {GGML_TYPE_F32});
-    w.group_norm_b = file.tensor(p0 + "layer_norm.bias", {hp.conv_dim[0]}, {GGML_TYPE_F32});
-    int64_t in_ch = hp.conv_dim[0];
-    for (size_t i = 1; i < hp.conv_dim.size(); ++i) {
+    int64_t in_ch = 1;
+    for (size_t i = 0; i < hp.conv_dim.size(); ++i) {
+        const std::string p = prefix + "feature_extractor.conv_layers." + std::to_string(i) + ".";
         Conv1d conv;
-        conv.load(file, derived, prefix + "feature_extractor.conv_layers." + std::to_string(i) + ".conv", in_ch,
-                  hp.conv_dim[i], hp.conv_kernel[i], hp.conv_stride[i], 0, 1, false);
+        conv.load(file, derived, p + "conv", in_ch, hp.conv_dim[i], hp.conv_kernel[i], hp.conv_stride[i], 0, 1, false);
         w.conv.push_back(conv);
+        if (i == 0) {
+            w.group_norm_w = file.tensor(p + "layer_norm.weight", {hp.conv_dim[i]}, {GGML_TYPE_F32});
+            w.group_norm_b = file.tensor(p + "layer_norm.bias", {hp.conv_dim[i]}, {GGML_TYPE_F32});
+        }
         in_ch = hp.conv_dim[i];
     }
 
@@ -121,25 +122,15 @@ ggml_tensor * build_hubert(ggml_context * ctx, const HubertWeights & w, const Hu
                            ggml_tensor * wave) {
     const int64_t C = hp.n_embd;
     const int64_t head_dim = C / hp.n_head;
-    ggml_tensor * cur = nullptr;
 
-    // HubertFeatureEncoder. The first conv's GroupNorm has one group per channel: each channel is
-    // normalised over time, which ggml_norm does along ne0, so that conv produces [T, C].
-    {
-        // cols: [K, T0] (one input channel); the weight must be F32 as mul_mat's second operand
-        ggml_tensor * cols = ov_unfold_1d(ctx, ggml_reshape_2d(ctx, wave, 1, wave->ne[0]), (int) w.conv0_w->ne[0],
-                                          hp.conv_stride[0], 0, 1);
-        ggml_tensor * kern = w.conv0_w->type == GGML_TYPE_F32 ? w.conv0_w : ggml_cast(ctx, w.conv0_w, GGML_TYPE_F32);
-        kern = ggml_reshape_2d(ctx, kern, kern->ne[0], kern->ne[2]);
-        cur = ggml_norm(ctx, ggml_mul_mat(ctx, cols, kern), hp.group_norm_eps);  // [T0, C0]
-        cur = ggml_cont(ctx, ggml_transpose(ctx, cur));                          // [C0, T0]
-        cur = ggml_add(ctx, ggml_mul(ctx, cur, w.group_norm_w), w.group_norm_b);
-        cur = ggml_gelu_erf(ctx, cur);
-        set_name(cur, "hubert.conv0");
-    }
+    // HubertFeatureEncoder: GELU after every conv; GroupNorm with one group per channel after the
+    // first, i.e. each channel normalised over time.
+    ggml_tensor * cur = ggml_reshape_2d(ctx, wave, 1, wave->ne[0]);  // [1, n_samples]
     for (size_t i = 0; i < w.conv.size(); ++i) {
-        cur = ggml_gelu_erf(ctx, w.conv[i].forward(ctx, cur));  // [C_i, T_i]
-        set_name(cur, "hubert.conv" + std::to_string(i + 1));
+        cur = w.conv[i].forward(ctx, cur);  // [conv_dim[i], T_i]
+        if (i == 0) cur = ov_channel_norm(ctx, cur, w.group_norm_w, w.group_norm_b, hp.group_norm_eps);
+        cur = ov_gelu_erf(ctx, cur);
+        set_name(cur, "hubert.conv" + std::to_string(i));
     }
     const int64_t T = cur->ne[1];
 
@@ -165,7 +156,7 @@ ggml_tensor * build_hubert(ggml_context * ctx, const HubertWeights & w, const Hu
         pos = ggml_cont(ctx, ggml_permute(ctx, pos, 0, 2, 1, 3));              // [C/g, g, T']
         pos = ggml_reshape_2d(ctx, pos, C, T_pad);                             // [C, T']
         pos = ggml_view_2d(ctx, pos, C, T, pos->nb[1], 0);                     // [C, T]
-        pos = ggml_gelu_erf(ctx, ggml_add(ctx, pos, w.pos_conv_b));
+        pos = ov_gelu_erf(ctx, ggml_add(ctx, pos, w.pos_conv_b));
         set_name(pos, "hubert.pos_conv");
         cur = ggml_add(ctx, cur, pos);
     }
@@ -197,7 +188,7 @@ ggml_tensor * build_hubert(ggml_context * ctx, const HubertWeights & w, const Hu
 
         // HubertFeedForward, then final_layer_norm over the residual sum
         {
-            ggml_tensor * ff = ggml_gelu_erf(ctx, l.intermediate_dense.forward(ctx, cur));  // [n_ff, T]
+            ggml_tensor * ff = ov_gelu_erf(ctx, l.intermediate_dense.forward(ctx, cur));  // [n_ff, T]
             ff = l.output_dense.forward(ctx, ff);
             cur = l.final_layer_norm.forward(ctx, ggml_add(ctx, cur, ff));
         }

@@ -51,8 +51,7 @@ struct HubertLayer {
 
 struct HubertWeights {
     // feature_extractor.conv_layers.N: conv (no bias), GroupNorm on the first only
-    ggml_tensor * conv0_w = nullptr;  // [K, 1, conv_dim[0]]: one input channel, taken as is
-    std::vector<Conv1d> conv;         // conv_layers 1..N-1
+    std::vector<Conv1d> conv;
     ggml_tensor * group_norm_w = nullptr;  // [conv_dim[0]]
     ggml_tensor * group_norm_b = nullptr;
     // feature_projection
