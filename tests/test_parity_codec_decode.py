@@ -17,6 +17,7 @@ TINY_CODEC = Path(__file__).parent / "data" / "tiny_hf" / "audio_tokenizer"
 # F32 throughout; the reference runs PyTorch's F32 kernels, so differences are rounding only.
 AUDIO_ATOL = 1e-4
 HIDDEN_ATOL = 1e-5
+F16_AUDIO_ATOL = 1e-2
 N_BLOCKS = 5
 
 
@@ -147,3 +148,13 @@ def test_codes_file_errors(tmp_path: Path, ref: dict[str, np.ndarray]) -> None:
         load_codes(tmp_path / "absent.ovrq")
     with pytest.raises(ValueError, match="integer"):
         save_codes(tmp_path / "f.ovrq", np.zeros((8, 2), np.float32))
+
+
+def test_f16_weights(tmp_path: Path, ref: dict[str, np.ndarray]) -> None:
+    from omnivoice.convert import convert_codec
+
+    path = tmp_path / "omnivoice-tokenizer-F16.gguf"
+    convert_codec(TINY_CODEC, path, codec_type="F16")
+    audio = AudioTokenizer.from_file(path, n_threads=2).decode(ref["codes"])
+    # F16 weights round each weight to 11 significant bits: about 0.5% of the signal here.
+    np.testing.assert_allclose(audio, ref["audio"], rtol=0, atol=F16_AUDIO_ATOL)
