@@ -43,6 +43,7 @@ struct DecodeResult {
 
 class Codec {
 public:
+    // Loads `path`; runs on `backend` if it is the CPU, else on a CPU backend of its own.
     Codec(const std::string & path, BackendPtr backend);
     ~Codec();
     Codec(const Codec &) = delete;
