@@ -86,6 +86,20 @@ def test_decode_only_file(tmp_path: Path, ref: dict[str, np.ndarray]) -> None:
     np.testing.assert_allclose(tok.decode(ref["codes"]), ref["audio"], rtol=0, atol=AUDIO_ATOL)
 
 
+def test_thread_counts_agree(tiny_codec_gguf: Path, ref: dict[str, np.ndarray]) -> None:
+    # Every output is computed whole by one thread, so the split changes no rounding.
+    one = AudioTokenizer.from_file(tiny_codec_gguf, n_threads=1).decode(ref["codes"])
+    two = AudioTokenizer.from_file(tiny_codec_gguf, n_threads=2).decode(ref["codes"])
+    np.testing.assert_array_equal(one, two)
+
+
+def test_code_dtypes_and_layouts(tok: AudioTokenizer, ref: dict[str, np.ndarray]) -> None:
+    codes = ref["codes"]
+    want = tok.decode(codes[:, ::2])
+    for variant in (codes.astype(np.int64)[:, ::2], codes.astype(np.uint16)[:, ::2], codes[:, ::2].tolist()):
+        np.testing.assert_array_equal(tok.decode(variant), want)
+
+
 def test_lengths(tok: AudioTokenizer, ref: dict[str, np.ndarray]) -> None:
     for n_frames in (1, 2, 5):
         assert tok.decode(ref["codes"][:, :n_frames]).shape == (n_frames * 960,)
