@@ -29,13 +29,13 @@ def ref() -> dict[str, np.ndarray]:
 
 @pytest.fixture(scope="module")
 def tok(tiny_codec_gguf: Path) -> AudioTokenizer:
-    return AudioTokenizer.from_file(tiny_codec_gguf, n_threads=2)
+    return AudioTokenizer.from_file(tiny_codec_gguf, n_threads=1)
 
 
 @pytest.fixture(scope="module")
 def core(tiny_codec_gguf: Path) -> _core.Codec:
     """The core codec, for what the public API does not expose (intermediates, Snake form)."""
-    return _core.Codec(str(tiny_codec_gguf), _core.Backend(2))
+    return _core.Codec(str(tiny_codec_gguf), _core.Backend(1))
 
 
 def test_hparams(tok: AudioTokenizer) -> None:
@@ -169,6 +169,6 @@ def test_f16_weights(tmp_path: Path, ref: dict[str, np.ndarray]) -> None:
 
     path = tmp_path / "omnivoice-tokenizer-F16.gguf"
     convert_codec(TINY_CODEC, path, codec_type="F16")
-    audio = AudioTokenizer.from_file(path, n_threads=2).decode(ref["codes"])
+    audio = AudioTokenizer.from_file(path, n_threads=1).decode(ref["codes"])
     # F16 weights round each weight to 11 significant bits: about 0.5% of the signal here.
     np.testing.assert_allclose(audio, ref["audio"], rtol=0, atol=F16_AUDIO_ATOL)
