@@ -73,10 +73,12 @@ CodecHParams CodecHParams::from_gguf(const GGUFFile & f) {
 }
 
 Codec::Codec(const std::string & path, BackendPtr backend) : backend_(std::move(backend)) {
+    // The convolutions are CPU custom ops (ggml has no fast 1-D conv of its own): next to a GPU
+    // backend the codec runs on a CPU backend of its own, with as many threads.
+    if (!backend_->is_cpu()) backend_ = std::make_shared<Backend>(backend_->n_threads(), /*cpu_only =*/true);
     file_ = std::make_unique<GGUFFile>(path, kArch, *backend_);
     hp_ = CodecHParams::from_gguf(*file_);
     derived_ = std::make_unique<DerivedWeights>(kMaxDerivedTensors);
-    opt_.fused_snake = backend_->is_cpu();
 
     quantizer_.load_decode(*file_, "quantizer", hp_.n_quantizers, hp_.codebook_size, hp_.codebook_dim,
                            hp_.rvq_hidden);

@@ -52,6 +52,7 @@ struct EncodeResult {
 
 class Codec {
 public:
+    // Loads `path`; runs on `backend` if it is the CPU, else on a CPU backend of its own.
     Codec(const std::string & path, BackendPtr backend);
     ~Codec();
     Codec(const Codec &) = delete;
@@ -61,8 +62,8 @@ public:
     const GGUFFile & file() const { return *file_; }
     const BackendPtr & backend() const { return backend_; }
 
-    // Use the fused Snake op (CPU only; the composed form otherwise).
-    void set_fused_snake(bool fused) { opt_.fused_snake = fused && backend_->is_cpu(); }
+    // Use the fused Snake op (default), or the composed form of stock ggml ops.
+    void set_fused_snake(bool fused) { opt_.fused_snake = fused; }
     bool fused_snake() const { return opt_.fused_snake; }
 
     // codes: n_q rows of T ids (row-major [n_q, T]) -> T * hop_length samples. `capture` names

@@ -4,6 +4,7 @@
 
 #include "errors.h"
 #include "ggml-alloc.h"
+#include "direct_conv.h"
 #include "snake.h"
 #include "unfold.h"
 
@@ -23,49 +24,27 @@ DerivedWeights::~DerivedWeights() {
     if (ctx_) ggml_free(ctx_);
 }
 
-ggml_tensor * DerivedWeights::add(Kind kind, ggml_tensor * src, ggml_type type, int64_t ne0, int64_t ne1) {
+ggml_tensor * DerivedWeights::add(ggml_tensor * src, ggml_type type, int64_t ne0, int64_t ne1, std::vector<int> perm) {
     ggml_tensor * dst = ggml_new_tensor_2d(ctx_, type, ne0, ne1);
     ggml_format_name(dst, "%s~", ggml_get_name(src));
-    jobs_.push_back({kind, src, dst});
+    jobs_.push_back({src, dst, std::move(perm)});
     return dst;
 }
 
-ggml_tensor * DerivedWeights::conv_unfold_weight(ggml_tensor * weight) {
-    return add(Kind::ConvUnfold, weight, weight->type, weight->ne[0] * weight->ne[1], weight->ne[2]);
+ggml_tensor * DerivedWeights::conv_weight(ggml_tensor * w, bool direct) {
+    // src axes: 0 = k, 1 = ic, 2 = oc
+    const int64_t k = w->ne[0], ic = w->ne[1], oc = w->ne[2];
+    return direct ? add(w, w->type, oc, k * ic, {2, 1, 0}) : add(w, w->type, k * ic, oc, {1, 0, 2});
 }
 
-ggml_tensor * DerivedWeights::conv_transpose_weight(ggml_tensor * weight) {
-    return add(Kind::ConvTranspose, weight, weight->type, weight->ne[2], weight->ne[0] * weight->ne[1]);
+ggml_tensor * DerivedWeights::conv_transpose_weight(ggml_tensor * w, bool direct) {
+    // src axes: 0 = k, 1 = oc, 2 = ic
+    const int64_t k = w->ne[0], oc = w->ne[1], ic = w->ne[2];
+    return direct ? add(w, w->type, k * oc, ic, {1, 0, 2}) : add(w, w->type, ic, k * oc, {2, 1, 0});
 }
 
 ggml_tensor * DerivedWeights::snake_inv_alpha(ggml_tensor * alpha) {
-    return add(Kind::SnakeInvAlpha, alpha, GGML_TYPE_F32, ggml_nelements(alpha), 1);
-}
-
-void DerivedWeights::transform(Kind kind, const ggml_tensor * src, const char * in, char * out) {
-    const int64_t n0 = src->ne[0], n1 = src->ne[1], n2 = src->ne[2];
-    const size_t es = ggml_type_size(src->type);
-    switch (kind) {
-        case Kind::ConvUnfold:
-            // (oc, ic, k) at (oc*IC + ic)*K + k -> (oc, k, ic) at (oc*K + k)*IC + ic
-            for (int64_t oc = 0; oc < n2; ++oc)
-                for (int64_t ic = 0; ic < n1; ++ic)
-                    for (int64_t k = 0; k < n0; ++k)
-                        std::memcpy(out + ((oc * n0 + k) * n1 + ic) * es, in + ((oc * n1 + ic) * n0 + k) * es, es);
-            break;
-        case Kind::ConvTranspose:
-            // (ic, oc, k) at (ic*OC + oc)*K + k -> (k, oc, ic) at (k*OC + oc)*IC + ic
-            for (int64_t ic = 0; ic < n2; ++ic)
-                for (int64_t oc = 0; oc < n1; ++oc)
-                    for (int64_t k = 0; k < n0; ++k)
-                        std::memcpy(out + ((k * n1 + oc) * n2 + ic) * es, in + ((ic * n1 + oc) * n0 + k) * es, es);
-            break;
-        case Kind::SnakeInvAlpha:
-            for (int64_t c = 0; c < ggml_nelements(src); ++c) {
-                ((float *) out)[c] = 1.0f / (((const float *) in)[c] + kSnakeEps);
-            }
-            break;
-    }
+    return add(alpha, GGML_TYPE_F32, ggml_nelements(alpha), 1, {});
 }
 
 void DerivedWeights::materialize(const Backend & backend) {
@@ -78,16 +57,37 @@ void DerivedWeights::materialize(const Backend & backend) {
         in.resize(ggml_nbytes(job.src));
         out.resize(ggml_nbytes(job.dst));
         ggml_backend_tensor_get(job.src, in.data(), 0, in.size());
-        transform(job.kind, job.src, in.data(), out.data());
+        if (job.perm.empty()) {
+            const float * a = (const float *) in.data();
+            float * inv = (float *) out.data();
+            for (int64_t c = 0; c < ggml_nelements(job.src); ++c) inv[c] = 1.0f / (a[c] + kSnakeEps);
+        } else {
+            // Walk the destination in order; src_step[i] is the source stride of destination axis i.
+            const size_t es = ggml_type_size(job.src->type);
+            const int64_t src_stride[3] = {1, job.src->ne[0], job.src->ne[0] * job.src->ne[1]};
+            const int64_t n[3] = {job.src->ne[job.perm[0]], job.src->ne[job.perm[1]], job.src->ne[job.perm[2]]};
+            const int64_t step[3] = {src_stride[job.perm[0]], src_stride[job.perm[1]], src_stride[job.perm[2]]};
+            char * o = out.data();
+            for (int64_t i2 = 0; i2 < n[2]; ++i2)
+                for (int64_t i1 = 0; i1 < n[1]; ++i1)
+                    for (int64_t i0 = 0; i0 < n[0]; ++i0, o += es)
+                        std::memcpy(o, in.data() + (i0 * step[0] + i1 * step[1] + i2 * step[2]) * es, es);
+        }
         ggml_backend_tensor_set(job.dst, out.data(), 0, out.size());
     }
+}
+
+// The direct op runs F32 weights whose output channels fill whole vectors.
+static bool use_direct(const ggml_tensor * w, int64_t out_ch) {
+    return w->type == GGML_TYPE_F32 && out_ch % OV_DIRECT_CONV_LANES == 0;
 }
 
 void Conv1d::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_ch,
                   int64_t out_ch_, int kernel_, int stride_, int padding_, int dilation_, bool has_bias) {
     ggml_tensor * w = file.tensor(prefix + ".weight", {kernel_, in_ch, out_ch_}, {GGML_TYPE_F32, GGML_TYPE_F16});
-    // With one tap the file layout already is the unfolded one.
-    weight = kernel_ == 1 ? w : derived.conv_unfold_weight(w);
+    direct = use_direct(w, out_ch_);
+    // With one tap the file layout already is the mul_mat one.
+    weight = kernel_ == 1 && !direct ? w : derived.conv_weight(w, direct);
     bias = has_bias ? file.tensor(prefix + ".bias", {out_ch_}, {GGML_TYPE_F32}) : nullptr;
     out_ch = out_ch_;
     kernel = kernel_;
@@ -96,13 +96,15 @@ void Conv1d::load(GGUFFile & file, DerivedWeights & derived, const std::string &
     dilation = dilation_;
 }
 
-ggml_tensor * Conv1d::forward(ggml_context * ctx, ggml_tensor * x) const {
+ggml_tensor * Conv1d::forward(ggml_context * ctx, ggml_tensor * x, ggml_tensor * residual) const {
+    if (direct) return ov_conv_1d_direct(ctx, x, weight, bias, residual, kernel, stride, padding, dilation);
     const bool pointwise = kernel == 1 && stride == 1 && padding == 0;
     // cols: [K*IC, T_out]
     ggml_tensor * cols = pointwise ? x : ov_unfold_1d(ctx, x, kernel, stride, padding, dilation);
     // y: [OC, T_out]
     ggml_tensor * y = ggml_mul_mat(ctx, ggml_reshape_2d(ctx, weight, cols->ne[0], out_ch), cols);
     if (bias) y = ggml_add(ctx, y, bias);
+    if (residual) y = ggml_add(ctx, y, residual);
     return y;
 }
 
@@ -110,7 +112,8 @@ void ConvTranspose1d::load(GGUFFile & file, DerivedWeights & derived, const std:
                            int64_t out_ch_, int kernel_, int stride_, int padding_, int output_padding_,
                            bool has_bias) {
     ggml_tensor * w = file.tensor(prefix + ".weight", {kernel_, out_ch_, in_ch}, {GGML_TYPE_F32, GGML_TYPE_F16});
-    weight = derived.conv_transpose_weight(w);
+    direct = use_direct(w, kernel_ * out_ch_);
+    weight = derived.conv_transpose_weight(w, direct);
     bias = has_bias ? file.tensor(prefix + ".bias", {out_ch_}, {GGML_TYPE_F32}) : nullptr;
     out_ch = out_ch_;
     kernel = kernel_;
@@ -121,7 +124,8 @@ void ConvTranspose1d::load(GGUFFile & file, DerivedWeights & derived, const std:
 
 ggml_tensor * ConvTranspose1d::forward(ggml_context * ctx, ggml_tensor * x) const {
     // cols: [K*OC, T], input frame t's contribution to K output steps of every channel
-    ggml_tensor * cols = ggml_mul_mat(ctx, weight, x);
+    ggml_tensor * cols = direct ? ov_conv_1d_direct(ctx, x, weight, nullptr, nullptr, 1, 1, 0, 1)
+                                : ggml_mul_mat(ctx, weight, x);
     // y: [OC, T_out], the overlap-add cropped by padding (output_padding adds steps at the end)
     const int64_t t_out = (x->ne[1] - 1) * stride + kernel - 2 * padding + output_padding;
     return ov_fold_1d(ctx, cols, bias, (int) out_ch, stride, padding, t_out);
@@ -150,8 +154,7 @@ void DacResidualUnit::load(GGUFFile & file, DerivedWeights & derived, const std:
 
 ggml_tensor * DacResidualUnit::forward(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt) const {
     ggml_tensor * y = conv1.forward(ctx, snake1.forward(ctx, x, opt));
-    y = conv2.forward(ctx, snake2.forward(ctx, y, opt));
-    return ggml_add(ctx, x, y);
+    return conv2.forward(ctx, snake2.forward(ctx, y, opt), x);
 }
 
 void Linear::load(GGUFFile & file, const std::string & prefix, int64_t in_features, int64_t out_features,

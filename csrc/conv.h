@@ -1,8 +1,9 @@
 #pragma once
 // Layers shared by the codec's encoder and decoder: Conv1d, ConvTranspose1d, Snake1d, Linear.
 // Activations are [C, T] in ggml order, channels innermost (PyTorch's (T, C); a (1, C, T) module
-// input is transposed once at the model's edge). Then a Linear or k1 conv is one mul_mat, a
-// Conv1d is unfold + mul_mat and a ConvTranspose1d is mul_mat + fold, with no transposes.
+// input is transposed once at the model's edge). A Conv1d with F32 weights and OC a multiple of
+// 16 is one ov_conv_1d_direct (others: ov_unfold_1d + mul_mat); a ConvTranspose1d is the same
+// direct op as a pointwise conv to K*OC channels, then ov_fold_1d overlap-adds. No transposes.
 // Each layer struct holds its weights, looked up by exact checkpoint name with strict shapes, and
 // builds its graph. Weights that need a load-time transform come from DerivedWeights.
 #include <cstdint>
@@ -17,7 +18,7 @@
 namespace ov {
 
 // Tensors computed once at load time from file weights and kept in a backend buffer of their own:
-// conv weights rearranged for ov_unfold_1d / ov_fold_1d, and Snake's 1 / (alpha + 1e-9).
+// conv weights rearranged for the ops above, and Snake's 1 / (alpha + 1e-9).
 // Register them while loading, then call materialize() once.
 class DerivedWeights {
 public:
@@ -26,12 +27,12 @@ public:
     DerivedWeights(const DerivedWeights &) = delete;
     DerivedWeights & operator=(const DerivedWeights &) = delete;
 
-    // Conv1d weight (OC, IC, K) = ggml [K, IC, OC] -> [K*IC, OC], row k*IC + ic: the order of
-    // ov_unfold_1d's columns. Keeps the source type.
-    ggml_tensor * conv_unfold_weight(ggml_tensor * weight);
-    // ConvTranspose1d weight (IC, OC, K) = ggml [K, OC, IC] -> [IC, K*OC], row k*OC + oc: the
-    // order ov_fold_1d reads its columns in. Keeps the source type.
-    ggml_tensor * conv_transpose_weight(ggml_tensor * weight);
+    // Conv1d weight (OC, IC, K) = ggml [K, IC, OC] -> [K*IC, OC] (mul_mat on ov_unfold_1d's
+    // columns) or, direct, [OC, K*IC]; index k*IC + ic either way. Keeps the source type.
+    ggml_tensor * conv_weight(ggml_tensor * weight, bool direct);
+    // ConvTranspose1d weight (IC, OC, K) = ggml [K, OC, IC] -> [IC, K*OC] (mul_mat) or, direct,
+    // [K*OC, IC]; index k*OC + oc, the order ov_fold_1d reads. Keeps the source type.
+    ggml_tensor * conv_transpose_weight(ggml_tensor * weight, bool direct);
     // Snake alpha (1, C, 1) -> [C] F32 holding 1 / (alpha + 1e-9).
     ggml_tensor * snake_inv_alpha(ggml_tensor * alpha);
 
@@ -39,14 +40,14 @@ public:
     void materialize(const Backend & backend);
 
 private:
-    enum class Kind { ConvUnfold, ConvTranspose, SnakeInvAlpha };
+    // A 3-axis weight permuted (dst axis i = src axis perm[i], innermost first), or Snake's
+    // reciprocal when perm is empty.
     struct Job {
-        Kind kind;
         ggml_tensor * src;
         ggml_tensor * dst;
+        std::vector<int> perm;
     };
-    ggml_tensor * add(Kind kind, ggml_tensor * src, ggml_type type, int64_t ne0, int64_t ne1);
-    static void transform(Kind kind, const ggml_tensor * src, const char * in, char * out);
+    ggml_tensor * add(ggml_tensor * src, ggml_type type, int64_t ne0, int64_t ne1, std::vector<int> perm);
 
     ggml_context * ctx_ = nullptr;
     ggml_backend_buffer_t buffer_ = nullptr;
@@ -60,8 +61,9 @@ struct GraphOptions {
 
 // nn.Conv1d(in, out, kernel_size, stride, padding, dilation, bias)
 struct Conv1d {
-    ggml_tensor * weight = nullptr;  // [K*IC, OC] (rearranged when K > 1; for K = 1 the file's [1, IC, OC])
+    ggml_tensor * weight = nullptr;  // [OC, K*IC] when direct, else [K*IC, OC] (the file's when K = 1)
     ggml_tensor * bias = nullptr;    // [OC], or null
+    bool direct = false;             // ov_conv_1d_direct, else unfold + mul_mat
     int64_t out_ch = 0;
     int kernel = 1;
     int stride = 1;
@@ -70,14 +72,16 @@ struct Conv1d {
 
     void load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_ch,
               int64_t out_ch, int kernel, int stride, int padding, int dilation, bool has_bias = true);
-    // x: [IC, T] -> [OC, T_out], T_out = (T + 2*padding - dilation*(K-1) - 1) / stride + 1
-    ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x) const;
+    // x: [IC, T] -> [OC, T_out] (+ residual [OC, T_out] if given),
+    // T_out = (T + 2*padding - dilation*(K-1) - 1) / stride + 1
+    ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x, ggml_tensor * residual = nullptr) const;
 };
 
 // nn.ConvTranspose1d(in, out, kernel_size, stride, padding, output_padding, bias)
 struct ConvTranspose1d {
-    ggml_tensor * weight = nullptr;  // [IC, K*OC] from DerivedWeights::conv_transpose_weight
+    ggml_tensor * weight = nullptr;  // [K*OC, IC] when direct, else [IC, K*OC]
     ggml_tensor * bias = nullptr;    // [OC], or null
+    bool direct = false;
     int64_t out_ch = 0;
     int kernel = 1;
     int stride = 1;

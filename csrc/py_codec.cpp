@@ -89,7 +89,7 @@ void bind_codec(py::module_ & m) {
         .def_property_readonly("codebook_size", [](const ov::Codec & c) { return c.hparams().codebook_size; })
         .def_property_readonly("has_encoder", [](const ov::Codec & c) { return c.hparams().has_encoder; })
         .def_property("fused_snake", &ov::Codec::fused_snake, &ov::Codec::set_fused_snake,
-                      "Use the fused Snake op (CPU backend only).")
+                      "Use the fused Snake op (default), or the composed form of stock ggml ops.")
         .def(
             "decode",
             [](ov::Codec & c, const py::array & codes) {

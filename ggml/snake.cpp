@@ -3,13 +3,7 @@
 #include <cmath>
 #include <cstdint>
 
-// The row kernel is compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time, so a
-// portable build still runs the vector code on the machine it lands on.
-#if defined(__x86_64__) && defined(__GNUC__)
-#define OV_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define OV_SIMD_CLONES
-#endif
+#include "custom_op.h"
 
 namespace {
 
@@ -57,9 +51,8 @@ void snake_compute(ggml_tensor * dst, int ith, int nth, void * /*userdata*/) {
     const float * inv_alpha = (const float *) dst->src[2]->data;
     const int64_t n = x->ne[0];  // channels
     const int64_t n_rows = x->ne[1] * x->ne[2] * x->ne[3];
-    const int64_t per_thread = (n_rows + nth - 1) / nth;
-    const int64_t r0 = per_thread * ith;
-    const int64_t r1 = r0 + per_thread < n_rows ? r0 + per_thread : n_rows;
+    int64_t r0, r1;
+    ov_thread_range(n_rows, ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t i1 = r % x->ne[1], i2 = (r / x->ne[1]) % x->ne[2], i3 = r / (x->ne[1] * x->ne[2]);
         const float * src = (const float *) ((const char *) x->data + i1 * x->nb[1] + i2 * x->nb[2] + i3 * x->nb[3]);

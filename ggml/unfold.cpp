@@ -3,37 +3,20 @@
 #include <cstdint>
 #include <cstring>
 
+#include "custom_op.h"
+
 namespace {
-
-// The few small integer parameters travel packed in the custom op's userdata pointer, which then
-// needs no storage that outlives graph building. Four 16-bit fields.
-constexpr int64_t kFieldMax = 0xFFFF;
-
-void * pack(int64_t a, int64_t b, int64_t c, int64_t d) {
-    GGML_ASSERT(a >= 0 && b >= 0 && c >= 0 && d >= 0 && a <= kFieldMax && b <= kFieldMax && c <= kFieldMax &&
-                d <= kFieldMax);
-    return (void *) (uintptr_t) ((uint64_t) a | (uint64_t) b << 16 | (uint64_t) c << 32 | (uint64_t) d << 48);
-}
-
-int64_t field(void * packed, int i) { return (int64_t) (((uint64_t) (uintptr_t) packed >> (16 * i)) & kFieldMax); }
-
-// Splits [0, n) into nth contiguous ranges; returns range ith as [*begin, *end).
-void split_range(int64_t n, int ith, int nth, int64_t * begin, int64_t * end) {
-    const int64_t per = (n + nth - 1) / nth;
-    *begin = per * ith < n ? per * ith : n;
-    *end = *begin + per < n ? *begin + per : n;
-}
 
 // dst: [K*C, T_out]; src[0]: x [C, T_in]; userdata: (kernel, stride, padding, dilation).
 // Each thread fills a range of output columns, each K channel vectors copied (or zeroed).
 void unfold_compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
-    const int64_t kernel = field(userdata, 0), stride = field(userdata, 1), padding = field(userdata, 2),
-                  dilation = field(userdata, 3);
+    const int64_t kernel = ov_param(userdata, 0), stride = ov_param(userdata, 1), padding = ov_param(userdata, 2),
+                  dilation = ov_param(userdata, 3);
     const ggml_tensor * x = dst->src[0];
     const int64_t t_in = x->ne[1];
     const size_t row_bytes = x->ne[0] * sizeof(float);
     int64_t t0, t1;
-    split_range(dst->ne[1], ith, nth, &t0, &t1);
+    ov_thread_range(dst->ne[1], ith, nth, &t0, &t1);
     for (int64_t t = t0; t < t1; ++t) {
         char * out = (char *) dst->data + t * dst->nb[1];
         for (int64_t k = 0; k < kernel; ++k) {
@@ -51,12 +34,12 @@ void unfold_compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
 // padding). Each thread owns a range of output steps and gathers the (at most ceil(K/stride))
 // columns that reach each of them.
 void fold_compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
-    const int64_t n_ch = field(userdata, 0), stride = field(userdata, 1), padding = field(userdata, 2);
+    const int64_t n_ch = ov_param(userdata, 0), stride = ov_param(userdata, 1), padding = ov_param(userdata, 2);
     const ggml_tensor * cols = dst->src[0];
     const float * bias = dst->src[1] ? (const float *) dst->src[1]->data : nullptr;
     const int64_t kernel = cols->ne[0] / n_ch, t_in = cols->ne[1];
     int64_t t0, t1;
-    split_range(dst->ne[1], ith, nth, &t0, &t1);
+    ov_thread_range(dst->ne[1], ith, nth, &t0, &t1);
     for (int64_t t = t0; t < t1; ++t) {
         float * out = (float *) ((char *) dst->data + t * dst->nb[1]);
         if (bias) {
@@ -85,7 +68,7 @@ ggml_tensor * ov_unfold_1d(ggml_context * ctx, ggml_tensor * x, int kernel, int 
     GGML_ASSERT(t_out >= 1);
     ggml_tensor * args[] = {x};
     return ggml_custom_4d(ctx, GGML_TYPE_F32, kernel * x->ne[0], t_out, 1, 1, args, 1, unfold_compute,
-                          GGML_N_TASKS_MAX, pack(kernel, stride, padding, dilation));
+                          GGML_N_TASKS_MAX, ov_pack_params(kernel, stride, padding, dilation));
 }
 
 ggml_tensor * ov_fold_1d(ggml_context * ctx, ggml_tensor * cols, ggml_tensor * bias, int channels, int stride,
@@ -95,5 +78,5 @@ ggml_tensor * ov_fold_1d(ggml_context * ctx, ggml_tensor * cols, ggml_tensor * b
     GGML_ASSERT(!bias || (bias->type == GGML_TYPE_F32 && ggml_nelements(bias) == channels));
     ggml_tensor * args[] = {cols, bias};
     return ggml_custom_4d(ctx, GGML_TYPE_F32, channels, t_out, 1, 1, args, bias ? 2 : 1, fold_compute,
-                          GGML_N_TASKS_MAX, pack(channels, stride, padding, 0));
+                          GGML_N_TASKS_MAX, ov_pack_params(channels, stride, padding, 0));
 }

@@ -17,6 +17,7 @@ TINY_CODEC = Path(__file__).parent / "data" / "tiny_hf" / "audio_tokenizer"
 # F32 throughout; the reference runs PyTorch's F32 kernels, so differences are rounding only.
 AUDIO_ATOL = 1e-4
 HIDDEN_ATOL = 1e-5
+F16_AUDIO_ATOL = 1e-2
 N_BLOCKS = 5
 
 
@@ -28,13 +29,13 @@ def ref() -> dict[str, np.ndarray]:
 
 @pytest.fixture(scope="module")
 def tok(tiny_codec_gguf: Path) -> AudioTokenizer:
-    return AudioTokenizer.from_file(tiny_codec_gguf, n_threads=2)
+    return AudioTokenizer.from_file(tiny_codec_gguf, n_threads=1)
 
 
 @pytest.fixture(scope="module")
 def core(tiny_codec_gguf: Path) -> _core.Codec:
     """The core codec, for what the public API does not expose (intermediates, Snake form)."""
-    return _core.Codec(str(tiny_codec_gguf), _core.Backend(2))
+    return _core.Codec(str(tiny_codec_gguf), _core.Backend(1))
 
 
 def test_hparams(tok: AudioTokenizer) -> None:
@@ -83,6 +84,20 @@ def test_decode_only_file(tmp_path: Path, ref: dict[str, np.ndarray]) -> None:
     tok = AudioTokenizer.from_file(path, n_threads=1)
     assert not tok.has_encoder
     np.testing.assert_allclose(tok.decode(ref["codes"]), ref["audio"], rtol=0, atol=AUDIO_ATOL)
+
+
+def test_thread_counts_agree(tiny_codec_gguf: Path, ref: dict[str, np.ndarray]) -> None:
+    # Every output is computed whole by one thread, so the split changes no rounding.
+    one = AudioTokenizer.from_file(tiny_codec_gguf, n_threads=1).decode(ref["codes"])
+    two = AudioTokenizer.from_file(tiny_codec_gguf, n_threads=2).decode(ref["codes"])
+    np.testing.assert_array_equal(one, two)
+
+
+def test_code_dtypes_and_layouts(tok: AudioTokenizer, ref: dict[str, np.ndarray]) -> None:
+    codes = ref["codes"]
+    want = tok.decode(codes[:, ::2])
+    for variant in (codes.astype(np.int64)[:, ::2], codes.astype(np.uint16)[:, ::2], codes[:, ::2].tolist()):
+        np.testing.assert_array_equal(tok.decode(variant), want)
 
 
 def test_lengths(tok: AudioTokenizer, ref: dict[str, np.ndarray]) -> None:
@@ -147,3 +162,13 @@ def test_codes_file_errors(tmp_path: Path, ref: dict[str, np.ndarray]) -> None:
         load_codes(tmp_path / "absent.ovrq")
     with pytest.raises(ValueError, match="integer"):
         save_codes(tmp_path / "f.ovrq", np.zeros((8, 2), np.float32))
+
+
+def test_f16_weights(tmp_path: Path, ref: dict[str, np.ndarray]) -> None:
+    from omnivoice.convert import convert_codec
+
+    path = tmp_path / "omnivoice-tokenizer-F16.gguf"
+    convert_codec(TINY_CODEC, path, codec_type="F16")
+    audio = AudioTokenizer.from_file(path, n_threads=1).decode(ref["codes"])
+    # F16 weights round each weight to 11 significant bits: about 0.5% of the signal here.
+    np.testing.assert_allclose(audio, ref["audio"], rtol=0, atol=F16_AUDIO_ATOL)

@@ -1,6 +1,8 @@
 """Dump reference fixtures from the upstream PyTorch OmniVoice for fixed inputs.
 
-Everything runs in float32 on CPU with eager attention and fixed seeds. The
+Everything runs in float32 on CPU with fixed seeds. The LM keeps upstream's default
+(SDPA) attention: transformers' eager path adds a boolean 4-D mask instead of masking with it,
+so padded rows would attend to their padding; HuBERT (no mask) runs eager. The
 outputs (``.npz`` plus ``.json`` for strings and arguments) are described in
 ``tests/data/README.md``. Run with the reference venv, stub first on the path::
 
@@ -90,8 +92,8 @@ def reference_signal_24k() -> np.ndarray:
 
 
 def load_model(ckpt: Path) -> OmniVoice:
-    """Loads the upstream model in float32, eager attention everywhere."""
-    model = OmniVoice.from_pretrained(str(ckpt), attn_implementation="eager", dtype=torch.float32)
+    """Loads the upstream model in float32: LM with its default SDPA attention, HuBERT eager."""
+    model = OmniVoice.from_pretrained(str(ckpt), dtype=torch.float32)
     model.audio_tokenizer.semantic_model.set_attn_implementation("eager")
     model.eval()
     model.audio_tokenizer.eval()
