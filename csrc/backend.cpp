@@ -8,8 +8,8 @@
 
 namespace ov {
 
-Backend::Backend(int n_threads) {
-    backend_ = ggml_backend_init_best();
+Backend::Backend(int n_threads, bool cpu_only) {
+    backend_ = cpu_only ? nullptr : ggml_backend_init_best();
     if (!backend_) {
         backend_ = ggml_backend_cpu_init();
     }

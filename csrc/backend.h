@@ -9,7 +9,8 @@ namespace ov {
 
 class Backend {
 public:
-    explicit Backend(int n_threads);
+    // cpu_only skips the device search (for models whose graphs use CPU custom ops).
+    explicit Backend(int n_threads, bool cpu_only = false);
     ~Backend();
     Backend(const Backend &) = delete;
     Backend & operator=(const Backend &) = delete;

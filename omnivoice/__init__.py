@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from . import _libs  # noqa: F401  (must run before _core is imported)
 from ._core import Backend, ModelFormatError
+from .audio_tokenizer import AudioTokenizer, load_codes, save_codes
 
 __version__ = "0.1.0"
 
-__all__ = ["Backend", "ModelFormatError", "__version__"]
+__all__ = ["AudioTokenizer", "Backend", "ModelFormatError", "__version__", "load_codes", "save_codes"]

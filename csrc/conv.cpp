@@ -1,0 +1,172 @@
+#include "conv.h"
+
+#include <cstring>
+
+#include "errors.h"
+#include "ggml-alloc.h"
+#include "direct_conv.h"
+#include "snake.h"
+#include "unfold.h"
+
+namespace ov {
+
+// Snake1d's epsilon in 1 / (alpha + eps), as in DAC.
+constexpr float kSnakeEps = 1e-9f;
+
+DerivedWeights::DerivedWeights(size_t max_tensors) {
+    ggml_init_params params = {max_tensors * ggml_tensor_overhead(), nullptr, /*no_alloc =*/true};
+    ctx_ = ggml_init(params);
+    if (!ctx_) throw std::runtime_error("ggml_init failed for the derived weights");
+}
+
+DerivedWeights::~DerivedWeights() {
+    if (buffer_) ggml_backend_buffer_free(buffer_);
+    if (ctx_) ggml_free(ctx_);
+}
+
+ggml_tensor * DerivedWeights::add(ggml_tensor * src, ggml_type type, int64_t ne0, int64_t ne1, std::vector<int> perm) {
+    ggml_tensor * dst = ggml_new_tensor_2d(ctx_, type, ne0, ne1);
+    ggml_format_name(dst, "%s~", ggml_get_name(src));
+    jobs_.push_back({src, dst, std::move(perm)});
+    return dst;
+}
+
+ggml_tensor * DerivedWeights::conv_weight(ggml_tensor * w, bool direct) {
+    // src axes: 0 = k, 1 = ic, 2 = oc
+    const int64_t k = w->ne[0], ic = w->ne[1], oc = w->ne[2];
+    return direct ? add(w, w->type, oc, k * ic, {2, 1, 0}) : add(w, w->type, k * ic, oc, {1, 0, 2});
+}
+
+ggml_tensor * DerivedWeights::conv_transpose_weight(ggml_tensor * w, bool direct) {
+    // src axes: 0 = k, 1 = oc, 2 = ic
+    const int64_t k = w->ne[0], oc = w->ne[1], ic = w->ne[2];
+    return direct ? add(w, w->type, k * oc, ic, {1, 0, 2}) : add(w, w->type, ic, k * oc, {2, 1, 0});
+}
+
+ggml_tensor * DerivedWeights::snake_inv_alpha(ggml_tensor * alpha) {
+    return add(alpha, GGML_TYPE_F32, ggml_nelements(alpha), 1, {});
+}
+
+void DerivedWeights::materialize(const Backend & backend) {
+    if (jobs_.empty()) return;
+    buffer_ = ggml_backend_alloc_ctx_tensors(ctx_, backend.get());
+    if (!buffer_) throw std::runtime_error("cannot allocate backend memory for the derived weights");
+    ggml_backend_buffer_set_usage(buffer_, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    std::vector<char> in, out;
+    for (const Job & job : jobs_) {
+        in.resize(ggml_nbytes(job.src));
+        out.resize(ggml_nbytes(job.dst));
+        ggml_backend_tensor_get(job.src, in.data(), 0, in.size());
+        if (job.perm.empty()) {
+            const float * a = (const float *) in.data();
+            float * inv = (float *) out.data();
+            for (int64_t c = 0; c < ggml_nelements(job.src); ++c) inv[c] = 1.0f / (a[c] + kSnakeEps);
+        } else {
+            // Walk the destination in order; src_step[i] is the source stride of destination axis i.
+            const size_t es = ggml_type_size(job.src->type);
+            const int64_t src_stride[3] = {1, job.src->ne[0], job.src->ne[0] * job.src->ne[1]};
+            const int64_t n[3] = {job.src->ne[job.perm[0]], job.src->ne[job.perm[1]], job.src->ne[job.perm[2]]};
+            const int64_t step[3] = {src_stride[job.perm[0]], src_stride[job.perm[1]], src_stride[job.perm[2]]};
+            char * o = out.data();
+            for (int64_t i2 = 0; i2 < n[2]; ++i2)
+                for (int64_t i1 = 0; i1 < n[1]; ++i1)
+                    for (int64_t i0 = 0; i0 < n[0]; ++i0, o += es)
+                        std::memcpy(o, in.data() + (i0 * step[0] + i1 * step[1] + i2 * step[2]) * es, es);
+        }
+        ggml_backend_tensor_set(job.dst, out.data(), 0, out.size());
+    }
+}
+
+// The direct op runs F32 weights whose output channels fill whole vectors.
+static bool use_direct(const ggml_tensor * w, int64_t out_ch) {
+    return w->type == GGML_TYPE_F32 && out_ch % OV_DIRECT_CONV_LANES == 0;
+}
+
+void Conv1d::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_ch,
+                  int64_t out_ch_, int kernel_, int stride_, int padding_, int dilation_, bool has_bias) {
+    ggml_tensor * w = file.tensor(prefix + ".weight", {kernel_, in_ch, out_ch_}, {GGML_TYPE_F32, GGML_TYPE_F16});
+    direct = use_direct(w, out_ch_);
+    // With one tap the file layout already is the mul_mat one.
+    weight = kernel_ == 1 && !direct ? w : derived.conv_weight(w, direct);
+    bias = has_bias ? file.tensor(prefix + ".bias", {out_ch_}, {GGML_TYPE_F32}) : nullptr;
+    out_ch = out_ch_;
+    kernel = kernel_;
+    stride = stride_;
+    padding = padding_;
+    dilation = dilation_;
+}
+
+ggml_tensor * Conv1d::forward(ggml_context * ctx, ggml_tensor * x, ggml_tensor * residual) const {
+    if (direct) return ov_conv_1d_direct(ctx, x, weight, bias, residual, kernel, stride, padding, dilation);
+    const bool pointwise = kernel == 1 && stride == 1 && padding == 0;
+    // cols: [K*IC, T_out]
+    ggml_tensor * cols = pointwise ? x : ov_unfold_1d(ctx, x, kernel, stride, padding, dilation);
+    // y: [OC, T_out]
+    ggml_tensor * y = ggml_mul_mat(ctx, ggml_reshape_2d(ctx, weight, cols->ne[0], out_ch), cols);
+    if (bias) y = ggml_add(ctx, y, bias);
+    if (residual) y = ggml_add(ctx, y, residual);
+    return y;
+}
+
+void ConvTranspose1d::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_ch,
+                           int64_t out_ch_, int kernel_, int stride_, int padding_, int output_padding_,
+                           bool has_bias) {
+    ggml_tensor * w = file.tensor(prefix + ".weight", {kernel_, out_ch_, in_ch}, {GGML_TYPE_F32, GGML_TYPE_F16});
+    direct = use_direct(w, kernel_ * out_ch_);
+    weight = derived.conv_transpose_weight(w, direct);
+    bias = has_bias ? file.tensor(prefix + ".bias", {out_ch_}, {GGML_TYPE_F32}) : nullptr;
+    out_ch = out_ch_;
+    kernel = kernel_;
+    stride = stride_;
+    padding = padding_;
+    output_padding = output_padding_;
+}
+
+ggml_tensor * ConvTranspose1d::forward(ggml_context * ctx, ggml_tensor * x) const {
+    // cols: [K*OC, T], input frame t's contribution to K output steps of every channel
+    ggml_tensor * cols = direct ? ov_conv_1d_direct(ctx, x, weight, nullptr, nullptr, 1, 1, 0, 1)
+                                : ggml_mul_mat(ctx, weight, x);
+    // y: [OC, T_out], the overlap-add cropped by padding (output_padding adds steps at the end)
+    const int64_t t_out = (x->ne[1] - 1) * stride + kernel - 2 * padding + output_padding;
+    return ov_fold_1d(ctx, cols, bias, (int) out_ch, stride, padding, t_out);
+}
+
+void Snake1d::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t channels) {
+    alpha = file.tensor(prefix + ".alpha", {1, channels}, {GGML_TYPE_F32});
+    inv_alpha = derived.snake_inv_alpha(alpha);
+}
+
+ggml_tensor * Snake1d::forward(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt) const {
+    return ov_snake(ctx, x, alpha, inv_alpha, opt.fused_snake);
+}
+
+// DAC's residual units always use kernel 7.
+constexpr int kResidualKernel = 7;
+
+void DacResidualUnit::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t channels,
+                           int dilation) {
+    snake1.load(file, derived, prefix + ".snake1", channels);
+    conv1.load(file, derived, prefix + ".conv1", channels, channels, kResidualKernel, 1,
+               (kResidualKernel - 1) / 2 * dilation, dilation);
+    snake2.load(file, derived, prefix + ".snake2", channels);
+    conv2.load(file, derived, prefix + ".conv2", channels, channels, 1, 1, 0, 1);
+}
+
+ggml_tensor * DacResidualUnit::forward(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt) const {
+    ggml_tensor * y = conv1.forward(ctx, snake1.forward(ctx, x, opt));
+    return conv2.forward(ctx, snake2.forward(ctx, y, opt), x);
+}
+
+void Linear::load(GGUFFile & file, const std::string & prefix, int64_t in_features, int64_t out_features,
+                  bool has_bias) {
+    weight = file.tensor(prefix + ".weight", {in_features, out_features}, {GGML_TYPE_F32, GGML_TYPE_F16});
+    bias = has_bias ? file.tensor(prefix + ".bias", {out_features}, {GGML_TYPE_F32}) : nullptr;
+}
+
+ggml_tensor * Linear::forward(ggml_context * ctx, ggml_tensor * x) const {
+    ggml_tensor * y = ggml_mul_mat(ctx, weight, x);
+    if (bias) y = ggml_add(ctx, y, bias);
+    return y;
+}
+
+}  // namespace ov

@@ -1,0 +1,35 @@
+#pragma once
+// HiggsAudioV2TokenizerResidualVectorQuantization: 8 codebooks whose projected entries are summed.
+// Decode side here; the encode side (project_in, nearest-entry search) hooks into the same structs.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "conv.h"
+#include "gguf_file.h"
+
+namespace ov {
+
+// HiggsAudioV2TokenizerVectorQuantization (one codebook)
+struct VectorQuantizer {
+    ggml_tensor * embed = nullptr;  // codebook.embed: [codebook_dim, codebook_size]
+    Linear project_out;             // codebook_dim -> hidden
+    Linear project_in;              // hidden -> codebook_dim, encode only
+};
+
+struct ResidualVectorQuantizer {
+    std::vector<VectorQuantizer> quantizers;
+
+    // Loads the decode weights of `n_quantizers` codebooks under `prefix` ("quantizer").
+    void load_decode(GGUFFile & file, const std::string & prefix, int n_quantizers, int64_t codebook_size,
+                     int64_t codebook_dim, int64_t hidden);
+    // codes: [T, n_q] I32 (row q = codebook q) -> sum_q project_out_q(embed_q[codes[q]]): [hidden, T]
+    ggml_tensor * decode(ggml_context * ctx, ggml_tensor * codes) const;
+
+    // Loads project_in of every codebook (call after load_decode).
+    void load_encode(GGUFFile & file, const std::string & prefix, int64_t hidden);
+    // x: [hidden, T] -> one [T] I32 tensor of ids per codebook, nearest entry of the residual.
+    std::vector<ggml_tensor *> encode(ggml_context * ctx, ggml_tensor * x) const;
+};
+
+}  // namespace ov

@@ -1,0 +1,81 @@
+#include "channel_norm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define OV_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define OV_SIMD_CLONES
+#endif
+
+namespace {
+
+// acc[c] += x[c] and acc2[c] += x[c]^2 over one time step's channels, in double: the sums run
+// over tens of thousands of steps.
+OV_SIMD_CLONES
+void accumulate(double * acc, double * acc2, const float * x, int64_t n) {
+    for (int64_t c = 0; c < n; ++c) {
+        const double v = x[c];
+        acc[c] += v;
+        acc2[c] += v * v;
+    }
+}
+
+OV_SIMD_CLONES
+void scale_shift(float * y, const float * x, const float * scale, const float * shift, int64_t n) {
+    for (int64_t c = 0; c < n; ++c) y[c] = x[c] * scale[c] + shift[c];
+}
+
+// dst: [C, T]; src: x, weight, bias; userdata: eps as float bits. Thread ith of nth owns a range
+// of channels and walks every time step for it.
+void channel_norm_compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const ggml_tensor * x = dst->src[0];
+    const float * weight = (const float *) dst->src[1]->data;
+    const float * bias = (const float *) dst->src[2]->data;
+    float eps;
+    const uint32_t bits = (uint32_t) (uintptr_t) userdata;
+    std::memcpy(&eps, &bits, sizeof(eps));
+
+    const int64_t n_ch = x->ne[0], n_t = x->ne[1];
+    const int64_t per_thread = (n_ch + nth - 1) / nth;
+    const int64_t c0 = per_thread * ith < n_ch ? per_thread * ith : n_ch;
+    const int64_t c1 = c0 + per_thread < n_ch ? c0 + per_thread : n_ch;
+    const int64_t n = c1 - c0;
+    if (n <= 0) return;
+
+    std::vector<double> sum(n, 0.0), sum2(n, 0.0);
+    for (int64_t t = 0; t < n_t; ++t) {
+        accumulate(sum.data(), sum2.data(), (const float *) ((const char *) x->data + t * x->nb[1]) + c0, n);
+    }
+    // y = x * scale + shift with scale = w / sqrt(var + eps), shift = b - mean * scale
+    std::vector<float> scale(n), shift(n);
+    for (int64_t c = 0; c < n; ++c) {
+        const double mean = sum[c] / (double) n_t;
+        const double var = std::max(sum2[c] / (double) n_t - mean * mean, 0.0);
+        const double s = weight[c0 + c] / std::sqrt(var + eps);
+        scale[c] = (float) s;
+        shift[c] = (float) (bias[c0 + c] - mean * s);
+    }
+    for (int64_t t = 0; t < n_t; ++t) {
+        scale_shift((float *) ((char *) dst->data + t * dst->nb[1]) + c0,
+                    (const float *) ((const char *) x->data + t * x->nb[1]) + c0, scale.data(), shift.data(), n);
+    }
+}
+
+}  // namespace
+
+ggml_tensor * ov_channel_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * weight, ggml_tensor * bias,
+                              float eps) {
+    GGML_ASSERT(x->type == GGML_TYPE_F32 && x->nb[0] == sizeof(float) && ggml_n_dims(x) <= 2);
+    GGML_ASSERT(weight->type == GGML_TYPE_F32 && ggml_nelements(weight) == x->ne[0]);
+    GGML_ASSERT(bias->type == GGML_TYPE_F32 && ggml_nelements(bias) == x->ne[0]);
+    uint32_t bits;
+    std::memcpy(&bits, &eps, sizeof(bits));
+    ggml_tensor * args[] = {x, weight, bias};
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], 1, 1, args, 3, channel_norm_compute,
+                          GGML_N_TASKS_MAX, (void *) (uintptr_t) bits);
+}

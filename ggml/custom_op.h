@@ -1,0 +1,30 @@
+#pragma once
+// Helpers shared by our CPU custom ops (snake, unfold/fold, direct conv).
+#include <cstdint>
+
+#include "ggml.h"
+
+// Hot loops are compiled for AVX-512, AVX2 and baseline x86-64 and picked when the library
+// loads, so a portable build still runs vector code sized for the machine it lands on.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define OV_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define OV_SIMD_CLONES
+#endif
+
+// A custom op's few integer parameters travel packed in its userdata pointer (four 16-bit
+// fields), so they need no storage that outlives graph building.
+inline void * ov_pack_params(int64_t a, int64_t b, int64_t c, int64_t d) {
+    constexpr int64_t max = 0xFFFF;
+    GGML_ASSERT(a >= 0 && b >= 0 && c >= 0 && d >= 0 && a <= max && b <= max && c <= max && d <= max);
+    return (void *) (uintptr_t) ((uint64_t) a | (uint64_t) b << 16 | (uint64_t) c << 32 | (uint64_t) d << 48);
+}
+
+inline int64_t ov_param(void * packed, int i) { return (int64_t) (((uint64_t) (uintptr_t) packed >> (16 * i)) & 0xFFFF); }
+
+// Range [*begin, *end) of [0, n) for thread ith of nth: contiguous, near-equal parts.
+inline void ov_thread_range(int64_t n, int ith, int nth, int64_t * begin, int64_t * end) {
+    const int64_t per = (n + nth - 1) / nth;
+    *begin = per * ith < n ? per * ith : n;
+    *end = *begin + per < n ? *begin + per : n;
+}

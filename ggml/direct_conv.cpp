@@ -1,0 +1,132 @@
+#include "direct_conv.h"
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "custom_op.h"
+
+namespace {
+
+typedef float vec __attribute__((vector_size(OV_DIRECT_CONV_LANES * sizeof(float))));
+
+struct ConvArgs {
+    const float * x;       // [IC, T_in], row stride x_stride floats
+    int64_t x_stride;
+    int64_t t_in;
+    const float * w;       // [OC, K*IC]
+    const float * bias;    // [OC] or null
+    const float * res;     // [OC, T_out] or null, row stride OC
+    float * out;           // [OC, T_out]
+    const float * zeros;   // IC zeros, the input outside [0, T_in)
+    int64_t ic, oc, kernel, stride, padding, dilation;
+};
+
+// Outputs t0 .. t0+RT-1, channels oc0 .. oc0 + NV*LANES - 1: RT*NV accumulators in registers.
+template <int RT, int NV>
+__attribute__((always_inline)) inline void conv_tile(const ConvArgs & a, int64_t t0, int64_t oc0) {
+    vec acc[RT][NV];
+    for (int r = 0; r < RT; ++r) {
+        for (int j = 0; j < NV; ++j) {
+            if (a.bias) {
+                std::memcpy(&acc[r][j], a.bias + oc0 + j * OV_DIRECT_CONV_LANES, sizeof(vec));
+            } else {
+                acc[r][j] = vec{};
+            }
+        }
+    }
+    for (int64_t k = 0; k < a.kernel; ++k) {
+        const float * rows[RT];
+        for (int r = 0; r < RT; ++r) {
+            const int64_t ts = (t0 + r) * a.stride + k * a.dilation - a.padding;
+            rows[r] = ts >= 0 && ts < a.t_in ? a.x + ts * a.x_stride : a.zeros;
+        }
+        const float * wk = a.w + k * a.ic * a.oc + oc0;
+        for (int64_t i = 0; i < a.ic; ++i) {
+            vec wv[NV];
+            for (int j = 0; j < NV; ++j) std::memcpy(&wv[j], wk + i * a.oc + j * OV_DIRECT_CONV_LANES, sizeof(vec));
+            for (int r = 0; r < RT; ++r) {
+                const float xv = rows[r][i];
+                for (int j = 0; j < NV; ++j) acc[r][j] += wv[j] * xv;
+            }
+        }
+    }
+    for (int r = 0; r < RT; ++r) {
+        float * o = a.out + (t0 + r) * a.oc + oc0;
+        const float * res = a.res ? a.res + (t0 + r) * a.oc + oc0 : nullptr;
+        for (int j = 0; j < NV; ++j) {
+            if (res) {
+                vec rv;
+                std::memcpy(&rv, res + j * OV_DIRECT_CONV_LANES, sizeof(vec));
+                acc[r][j] += rv;
+            }
+            std::memcpy(o + j * OV_DIRECT_CONV_LANES, &acc[r][j], sizeof(vec));
+        }
+    }
+}
+
+// Steps [t_begin, t_end) for channel block oc0 of NV vectors: full tiles of RT steps, then one
+// step at a time. RT*NV stays at 24 accumulators, which fit the 32 AVX-512 registers with the
+// weights.
+template <int NV>
+__attribute__((always_inline)) inline void conv_steps(const ConvArgs & a, int64_t t_begin, int64_t t_end, int64_t oc0) {
+    constexpr int RT = 24 / NV;
+    int64_t t = t_begin;
+    for (; t + RT <= t_end; t += RT) conv_tile<RT, NV>(a, t, oc0);
+    for (; t < t_end; ++t) conv_tile<1, NV>(a, t, oc0);
+}
+
+OV_SIMD_CLONES
+void conv_range(const ConvArgs & a, int64_t t_begin, int64_t t_end) {
+    int64_t oc0 = 0;
+    for (; oc0 + 4 * OV_DIRECT_CONV_LANES <= a.oc; oc0 += 4 * OV_DIRECT_CONV_LANES) conv_steps<4>(a, t_begin, t_end, oc0);
+    for (; oc0 + 2 * OV_DIRECT_CONV_LANES <= a.oc; oc0 += 2 * OV_DIRECT_CONV_LANES) conv_steps<2>(a, t_begin, t_end, oc0);
+    for (; oc0 < a.oc; oc0 += OV_DIRECT_CONV_LANES) conv_steps<1>(a, t_begin, t_end, oc0);
+}
+
+// dst->src = {x, weight, bias or absent, residual or absent}; userdata: (K, stride, padding,
+// dilation). Thread ith of nth takes a contiguous range of output steps.
+void conv_compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const ggml_tensor * x = dst->src[0];
+    const ggml_tensor * w = dst->src[1];
+    ConvArgs a;
+    a.x = (const float *) x->data;
+    a.x_stride = x->nb[1] / sizeof(float);
+    a.t_in = x->ne[1];
+    a.w = (const float *) w->data;
+    a.bias = dst->src[2] ? (const float *) dst->src[2]->data : nullptr;
+    a.res = dst->src[3] ? (const float *) dst->src[3]->data : nullptr;
+    a.out = (float *) dst->data;
+    a.ic = x->ne[0];
+    a.oc = dst->ne[0];
+    a.kernel = ov_param(userdata, 0);
+    a.stride = ov_param(userdata, 1);
+    a.padding = ov_param(userdata, 2);
+    a.dilation = ov_param(userdata, 3);
+    thread_local std::vector<float> zeros;
+    if ((int64_t) zeros.size() < a.ic) zeros.assign(a.ic, 0.0f);
+    a.zeros = zeros.data();
+
+    int64_t t0, t1;
+    ov_thread_range(dst->ne[1], ith, nth, &t0, &t1);
+    if (t0 < t1) conv_range(a, t0, t1);
+}
+
+}  // namespace
+
+ggml_tensor * ov_conv_1d_direct(ggml_context * ctx, ggml_tensor * x, ggml_tensor * weight, ggml_tensor * bias,
+                                ggml_tensor * residual, int kernel, int stride, int padding, int dilation) {
+    const int64_t ic = x->ne[0], oc = weight->ne[0];
+    GGML_ASSERT(x->type == GGML_TYPE_F32 && x->nb[0] == sizeof(float) && ggml_n_dims(x) <= 2);
+    GGML_ASSERT(weight->type == GGML_TYPE_F32 && ggml_is_contiguous(weight) && weight->ne[1] == kernel * ic);
+    GGML_ASSERT(oc % OV_DIRECT_CONV_LANES == 0);
+    GGML_ASSERT(!bias || (bias->type == GGML_TYPE_F32 && ggml_nelements(bias) == oc));
+    const int64_t t_out = (x->ne[1] + 2 * padding - (int64_t) dilation * (kernel - 1) - 1) / stride + 1;
+    GGML_ASSERT(t_out >= 1);
+    GGML_ASSERT(!residual || (residual->type == GGML_TYPE_F32 && ggml_is_contiguous(residual) &&
+                              residual->ne[0] == oc && residual->ne[1] == t_out));
+    // Absent bias or residual stay null source slots, which graph building skips.
+    ggml_tensor * args[] = {x, weight, bias, residual};
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, oc, t_out, 1, 1, args, 4, conv_compute, GGML_N_TASKS_MAX,
+                          ov_pack_params(kernel, stride, padding, dilation));
+}
