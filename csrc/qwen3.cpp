@@ -133,7 +133,15 @@ Qwen3Session::Qwen3Session(std::shared_ptr<const Qwen3Model> model, std::vector<
     graph_ = ggml_new_graph_custom(ctx_, n_nodes, false);
     build_graph();
 
-    allocr_ = ggml_gallocr_new(ggml_backend_get_default_buffer_type(model_->backend()->get()));
+    ggml_backend_t backend = model_->backend()->get();
+    for (int i = 0; i < ggml_graph_n_nodes(graph_); ++i) {
+        ggml_tensor * node = ggml_graph_node(graph_, i);
+        if (!ggml_backend_supports_op(backend, node)) {
+            throw std::runtime_error(std::string("ggml backend ") + ggml_backend_name(backend) + " cannot run " +
+                                     ggml_op_desc(node) + " (" + ggml_get_name(node) + ") with these types");
+        }
+    }
+    allocr_ = ggml_gallocr_new(ggml_backend_get_default_buffer_type(backend));
     if (!allocr_ || !ggml_gallocr_alloc_graph(allocr_, graph_)) {
         throw std::runtime_error("ggml: cannot allocate the compute buffer of the LM graph");
     }
@@ -144,37 +152,29 @@ Qwen3Session::~Qwen3Session() {
     if (ctx_) ggml_free(ctx_);
 }
 
-// Attention of every packed segment with itself only: block-diagonal without materialising the
-// masked blocks. q: [hd, n_head, n_tokens], k/v: [hd, n_head_kv, n_tokens] -> [hd*n_head, n_tokens]
+// Attention of every packed segment with itself only: upstream's block-diagonal mask without
+// computing the masked blocks. K and V stay F32 (F16 costs ~1e-4 relative error in the logits).
+// Measured against mul_mat + soft_max_ext per segment, flash_attn_ext was about twice as fast
+// on the CPU at the cloning shape.
+// q: [hd, n_head, n_tokens], k/v: [hd, n_head_kv, n_tokens] -> [hd, n_head, n_tokens]
 ggml_tensor * Qwen3Session::build_attention(ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, int il) {
-    const Qwen3HParams & hp = model_->hparams();
-    const float kq_scale = 1.0f / std::sqrt((float) hp.n_embd_head);
+    const float kq_scale = 1.0f / std::sqrt((float) model_->hparams().n_embd_head);
+    // Tokens [start, start + len) of x, heads moved outermost: [hd, len, heads].
+    const auto segment = [&](ggml_tensor * x, int64_t start, int64_t len) {
+        return ggml_permute(ctx_, ggml_view_3d(ctx_, x, x->ne[0], x->ne[1], len, x->nb[1], x->nb[2], start * x->nb[2]),
+                            0, 2, 1, 3);
+    };
 
     ggml_tensor * out = nullptr;
     int64_t start = 0;
     for (size_t is = 0; is < segments_.size(); ++is) {
         const int64_t len = segments_[is].length;
-        // Tokens [start, start + len) of each, heads moved outermost: [hd, len, heads].
-        ggml_tensor * qs = ggml_permute(ctx_, ggml_view_3d(ctx_, q, q->ne[0], q->ne[1], len, q->nb[1], q->nb[2],
-                                                           start * q->nb[2]), 0, 2, 1, 3);
-        ggml_tensor * ks = ggml_permute(ctx_, ggml_view_3d(ctx_, k, k->ne[0], k->ne[1], len, k->nb[1], k->nb[2],
-                                                           start * k->nb[2]), 0, 2, 1, 3);
-        // V transposed for the second matmul: [len, hd, n_head_kv].
-        ggml_tensor * vs = ggml_cont(ctx_, ggml_permute(ctx_, ggml_view_3d(ctx_, v, v->ne[0], v->ne[1], len, v->nb[1],
-                                                                            v->nb[2], start * v->nb[2]), 1, 2, 0, 3));
-
-        // kq: [len_k, len_q, n_head]; query heads share kv heads by broadcast (GQA).
-        ggml_tensor * kq = ggml_mul_mat(ctx_, ks, qs);
-        ggml_format_name(kq, "blk%d.seg%zu.kq", il, is);
-        kq = ggml_soft_max_ext(ctx_, kq, nullptr, kq_scale, 0.0f);
-        ggml_format_name(kq, "blk%d.seg%zu.kq_soft_max", il, is);
-
-        // kqv: [hd, len_q, n_head] -> [hd*n_head, len_q]
-        ggml_tensor * kqv = ggml_mul_mat(ctx_, vs, kq);
-        kqv = ggml_cont_2d(ctx_, ggml_permute(ctx_, kqv, 0, 2, 1, 3), hp.n_embd_head * hp.n_head, len);
-        ggml_format_name(kqv, "blk%d.seg%zu.kqv", il, is);
-
-        out = out ? ggml_concat(ctx_, out, kqv, 1) : kqv;
+        // Query heads share kv heads by broadcast (GQA).
+        ggml_tensor * kqv = ggml_flash_attn_ext(ctx_, segment(q, start, len), segment(k, start, len),
+                                                segment(v, start, len), nullptr, kq_scale, 0.0f, 0.0f);
+        ggml_flash_attn_ext_set_prec(kqv, GGML_PREC_F32);
+        ggml_format_name(kqv, "blk%d.seg%zu.kqv", il, is);  // [hd, n_head, len]
+        out = out ? ggml_concat(ctx_, out, kqv, 2) : kqv;
         start += len;
     }
     return out;
@@ -250,8 +250,9 @@ ggml_cgraph * Qwen3Session::build_graph() {
                               hp.rope_freq_base, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
             ggml_format_name(k, "blk%d.k_rope", il);  // [hd, n_head_kv, n_tokens]
 
-            cur = build_attention(q, k, v, il);  // [hd*n_head, n_tokens]
-            cur = ggml_mul_mat(ctx_, l.wo, cur);
+            cur = build_attention(q, k, v, il);
+            ggml_format_name(cur, "blk%d.kqv", il);  // [hd, n_head, n_tokens]
+            cur = ggml_mul_mat(ctx_, l.wo, ggml_reshape_2d(ctx_, cur, hd * hp.n_head, n_tokens));
             ggml_format_name(cur, "blk%d.attn_out", il);
         }
         ggml_tensor * ffn_inp = ggml_add(ctx_, cur, inpL);
