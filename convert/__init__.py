@@ -1,1 +1,73 @@
-"""Hugging Face OmniVoice checkpoint -> GGUF converter (``omnivoice-convert``)."""
+"""Hugging Face OmniVoice checkpoint -> GGUF converter (``omnivoice-convert``).
+
+A snapshot of ``k2-fsa/OmniVoice`` becomes two files, laid out as ``docs/gguf-layout.md`` says:
+``omnivoice-base-<TYPE>.gguf`` (the LM and its text vocabulary) and
+``omnivoice-tokenizer-<CTYPE>.gguf`` (the audio codec).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .codec import CODEC_ARCH, CODEC_TYPES, convert_codec
+from .lm import LM_ARCH, LM_TYPES, convert_lm
+from .writer import WrittenFile
+
+__all__ = [
+    "CODEC_ARCH",
+    "CODEC_TYPES",
+    "LM_ARCH",
+    "LM_TYPES",
+    "ConvertedModel",
+    "WrittenFile",
+    "convert_codec",
+    "convert_lm",
+    "convert_model",
+]
+
+
+@dataclass(frozen=True)
+class ConvertedModel:
+    """The two files written from one snapshot."""
+
+    lm: WrittenFile
+    codec: WrittenFile
+
+
+def convert_model(
+    model_dir: str | Path,
+    outdir: str | Path,
+    outtype: str = "F32",
+    codec_type: str = "F32",
+    encoder: bool = True,
+) -> ConvertedModel:
+    """Converts an OmniVoice snapshot into ``outdir``.
+
+    Args:
+        model_dir: the snapshot directory (with ``audio_tokenizer/`` inside).
+        outdir: where to write; created when missing.
+        outtype: LM 2-D weights: F32, F16, BF16 or Q8_0.
+        codec_type: codec weights: F32 or F16.
+        encoder: False writes a decode-only codec.
+
+    Returns:
+        Summaries of ``omnivoice-base-<outtype>.gguf`` and ``omnivoice-tokenizer-<codec_type>.gguf``.
+
+    Raises:
+        FileNotFoundError: ``model_dir`` or a file in it is missing.
+        ValueError: a config field or tensor is missing or unsupported, or a type is unknown.
+    """
+    model_dir, outdir = Path(model_dir), Path(outdir)
+    if not model_dir.is_dir():
+        raise FileNotFoundError(f"missing model directory {model_dir}")
+    # Check both types before the long LM conversion.
+    for value, known in ((outtype, LM_TYPES), (codec_type, CODEC_TYPES)):
+        if value not in known:
+            raise ValueError(f"unknown type {value!r}; choose one of {', '.join(known)}")
+    outdir.mkdir(parents=True, exist_ok=True)
+    lm = convert_lm(model_dir, outdir / f"omnivoice-base-{outtype}.gguf", outtype)
+    codec = convert_codec(
+        model_dir / "audio_tokenizer", outdir / f"omnivoice-tokenizer-{codec_type}.gguf", codec_type, encoder
+    )
+    return ConvertedModel(lm, codec)

@@ -118,19 +118,18 @@ bool GGUFFile::has_tensor(const std::string & name) const {
     return ggml_get_tensor(ctx_, name.c_str()) != nullptr;
 }
 
-ggml_tensor * GGUFFile::tensor(const std::string & name, std::initializer_list<int64_t> ne,
-                               std::initializer_list<ggml_type> types) {
+ggml_tensor * GGUFFile::tensor(const std::string & name, const std::vector<int64_t> & ne,
+                               const std::vector<ggml_type> & types) {
     ggml_tensor * t = ggml_get_tensor(ctx_, name.c_str());
     if (!t) fail("missing tensor " + name);
     const int n_dims = (int) ne.size();
-    std::vector<int64_t> want(ne);
     bool ok = n_dims <= GGML_MAX_DIMS;
     for (int i = 0; ok && i < GGML_MAX_DIMS; ++i) {
-        ok = t->ne[i] == (i < n_dims ? want[i] : 1);
+        ok = t->ne[i] == (i < n_dims ? ne[i] : 1);
     }
     if (!ok) {
         fail("tensor " + name + " has shape " + shape_str(t->ne, ggml_n_dims(t)) + ", expected " +
-             shape_str(want.data(), n_dims));
+             shape_str(ne.data(), n_dims));
     }
     if (types.size() && std::find(types.begin(), types.end(), t->type) == types.end()) {
         std::string allowed;

@@ -30,7 +30,12 @@ public:
     // Tensor `name` with ggml shape `ne` (innermost first, the reverse of PyTorch's order).
     // `types` lists the accepted storage types; empty accepts any.
     ggml_tensor * tensor(const std::string & name, std::initializer_list<int64_t> ne,
-                         std::initializer_list<ggml_type> types = {});
+                         std::initializer_list<ggml_type> types = {}) {
+        return tensor(name, std::vector<int64_t>(ne), std::vector<ggml_type>(types));
+    }
+    // The same with a shape known only at run time.
+    ggml_tensor * tensor(const std::string & name, const std::vector<int64_t> & ne,
+                         const std::vector<ggml_type> & types);
     bool has_tensor(const std::string & name) const;
     // Throws if some tensor of the file was never requested through tensor().
     void check_all_consumed() const;

@@ -1,0 +1,7 @@
+"""``python -m omnivoice`` runs ``omnivoice-tts``."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

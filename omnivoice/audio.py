@@ -1,0 +1,512 @@
+"""Audio in and out: loading, silence removal, trimming, fades, volume, chunk joining, WAV writing.
+
+The processing matches upstream OmniVoice (``omnivoice/utils/audio.py`` and the
+pre/post-processing in ``OmniVoice.create_voice_clone_prompt`` and
+``generate``). Waveforms are float arrays in [-1, 1], either mono ``(T,)`` or
+channels-first ``(C, T)``; every function returns the rank it was given.
+Silence detection runs upstream's pydub algorithm on 16-bit samples (see
+:mod:`omnivoice.silence`), so its cuts land on the same samples. One
+difference: for sample rates below 11025 Hz upstream's ``remove_silence``
+resamples through pydub's 11025 Hz empty segment; this module does not.
+
+WAV formats: ``wav16`` (16-bit PCM), ``wav24`` (24-bit PCM), ``wav32`` (32-bit
+float). The streaming writer cannot know the length when it writes the header
+(``-o -``), so it writes the RIFF and data sizes as 0xFFFFFFFF, the largest
+value, as ffmpeg does for unseekable output; ffmpeg, sox and most players then
+read to the end of the stream. On a seekable file the sizes are patched on close.
+"""
+
+from __future__ import annotations
+
+import struct
+import warnings
+from os import PathLike
+from pathlib import Path
+from types import TracebackType
+from typing import BinaryIO, Optional, Union
+
+import numpy as np
+import soundfile as sf
+import soxr
+
+from .silence import Pcm16, detect_leading_silence, detect_nonsilent, split_on_silence
+
+__all__ = [
+    "WAV_FORMATS",
+    "StreamingWavWriter",
+    "cross_fade_chunks",
+    "fade_and_pad_audio",
+    "load_audio",
+    "normalize_reference_rms",
+    "post_process_audio",
+    "preprocess_reference",
+    "remove_silence",
+    "trim_long_audio",
+    "truncate_to_hop",
+    "write_wav",
+]
+
+# Quieter references are boosted to this RMS before encoding; generated audio is scaled back.
+REFERENCE_MIN_RMS = 0.1
+# Without a reference, generated audio is peak-normalised to this level.
+PEAK_LEVEL = 0.5
+# Level (dBFS) below which upstream's silence removal and edge trimming call audio silent.
+SILENCE_DBFS = -50
+# Format name -> (soundfile subtype, WAVE format tag, bits per sample).
+WAV_FORMATS = {"wav16": ("PCM_16", 1, 16), "wav24": ("PCM_24", 1, 24), "wav32": ("FLOAT", 3, 32)}
+# Size field value for a stream of unknown length.
+_UNKNOWN_SIZE = 0xFFFFFFFF
+# RIFF/WAVE (12 bytes), fmt chunk (8 + 16), data chunk header (8).
+_HEADER_BYTES = 44
+
+
+def _as_2d(audio: np.ndarray, name: str = "audio") -> np.ndarray:
+    """Check a waveform (finite floats, (T,) or (C, T)) and return it as (C, T)."""
+    if not isinstance(audio, np.ndarray) or audio.ndim not in (1, 2) or not np.issubdtype(audio.dtype, np.floating):
+        raise ValueError(f"{name} must be a float numpy array of shape (samples,) or (channels, samples)")
+    if not np.all(np.isfinite(audio)):
+        raise ValueError(f"{name} contains NaN or infinite samples")
+    return audio[np.newaxis] if audio.ndim == 1 else audio
+
+
+def _like(out: np.ndarray, audio: np.ndarray) -> np.ndarray:
+    """Give a (C, T) result the rank of the input ``audio``."""
+    return out[0] if audio.ndim == 1 else out
+
+
+def _check_rate(sample_rate: int) -> None:
+    """Raise ValueError for a non-positive sample rate."""
+    if sample_rate <= 0:
+        raise ValueError(f"sample rate must be positive, got {sample_rate}")
+
+
+def load_audio(path: Union[str, PathLike], sample_rate: int) -> np.ndarray:
+    """Read an audio file as mono float32 at ``sample_rate``.
+
+    Channels are averaged; other rates are converted with soxr (upstream uses
+    torchaudio's resampler, so resampled audio differs slightly).
+
+    Args:
+        path: Any format libsndfile reads (WAV, FLAC, OGG, MP3, ...).
+        sample_rate: Wanted sample rate in Hz.
+
+    Returns:
+        float32 waveform, (T,).
+
+    Raises:
+        FileNotFoundError: No such file.
+        ValueError: The file cannot be decoded.
+    """
+    _check_rate(sample_rate)
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"audio file not found: {path}")
+    try:
+        data, file_rate = sf.read(path, dtype="float32", always_2d=True)
+    except sf.LibsndfileError as err:
+        raise ValueError(f"cannot read audio file {path}: {err}") from None
+    mono = data.mean(axis=1)
+    if file_rate != sample_rate:
+        mono = soxr.resample(mono, file_rate, sample_rate).astype(np.float32)
+    return mono
+
+
+def _trim_edges(pcm: Pcm16, lead_ms: int, trail_ms: int, silence_thresh: float) -> Pcm16:
+    """Cut leading and trailing silence, keeping ``lead_ms`` / ``trail_ms`` of it."""
+    pcm = pcm.slice(max(0, detect_leading_silence(pcm, silence_thresh) - lead_ms))
+    backwards = pcm.reverse()
+    backwards = backwards.slice(max(0, detect_leading_silence(backwards, silence_thresh) - trail_ms))
+    return backwards.reverse()
+
+
+def remove_silence(
+    audio: np.ndarray,
+    sample_rate: int,
+    mid_sil: int = 300,
+    lead_sil: int = 100,
+    trail_sil: int = 300,
+) -> np.ndarray:
+    """Shorten inner silences and trim edge silences (below -50 dBFS).
+
+    Inner silences of at least ``mid_sil`` ms are cut down to at most
+    ``2 * mid_sil`` ms (``mid_sil`` kept on each side of the speech, found with
+    10 ms steps); then leading and trailing silence is cut to ``lead_sil`` and
+    ``trail_sil`` ms. The result is quantised to 16 bits, as upstream's is.
+
+    Args:
+        audio: Float waveform, (T,) or (C, T).
+        sample_rate: Sample rate in Hz.
+        mid_sil: Inner silence threshold and kept margin in ms; 0 leaves inner silences alone.
+        lead_sil: Leading silence to keep, in ms.
+        trail_sil: Trailing silence to keep, in ms.
+
+    Returns:
+        float32 waveform, (T',) or (C, T').
+    """
+    _check_rate(sample_rate)
+    pcm = Pcm16.from_float(_as_2d(audio), sample_rate)
+    if mid_sil > 0:
+        pieces = split_on_silence(pcm, mid_sil, SILENCE_DBFS, keep_silence=mid_sil, seek_step=10)
+        joined = [piece.samples for piece in pieces] or [pcm.samples[:0]]
+        pcm = Pcm16(np.concatenate(joined), sample_rate)
+    return _like(_trim_edges(pcm, lead_sil, trail_sil, SILENCE_DBFS).to_float(), audio)
+
+
+def trim_long_audio(
+    audio: np.ndarray,
+    sample_rate: int,
+    max_duration: float = 15.0,
+    min_duration: float = 3.0,
+    trim_threshold: float = 20.0,
+) -> np.ndarray:
+    """Cut audio longer than ``trim_threshold`` s at a pause, to at most ``max_duration`` s.
+
+    The cut goes at the start of the last speech segment (after a pause of at
+    least 100 ms below -40 dBFS) that begins within ``max_duration``; if that
+    would leave less than ``min_duration``, the audio is cut at ``max_duration``.
+
+    Args:
+        audio: Float waveform, (T,) or (C, T).
+        sample_rate: Sample rate in Hz.
+        max_duration: Longest result, in seconds.
+        min_duration: Shortest result when cutting at a pause, in seconds.
+        trim_threshold: Audio up to this long (seconds) is returned unchanged.
+
+    Returns:
+        The input itself, or the trimmed float32 waveform (quantised to 16 bits).
+    """
+    _check_rate(sample_rate)
+    wave = _as_2d(audio)
+    if wave.shape[-1] / sample_rate <= trim_threshold:
+        return audio
+    pcm = Pcm16.from_float(wave, sample_rate)
+    speech = detect_nonsilent(pcm, min_silence_len=100, silence_thresh=-40, seek_step=10)
+    if not speech:
+        return audio
+
+    max_ms = int(max_duration * 1000)
+    min_ms = int(min_duration * 1000)
+    cut = 0
+    for start, end in speech:
+        if cut < start <= max_ms:
+            cut = start
+        if end > max_ms:
+            break
+    if cut < min_ms:
+        cut = min(max_ms, len(pcm))
+    return _like(pcm.slice(0, cut).to_float(), audio)
+
+
+def fade_and_pad_audio(
+    audio: np.ndarray, pad_duration: float = 0.1, fade_duration: float = 0.1, sample_rate: int = 24000
+) -> np.ndarray:
+    """Fade both ends linearly and surround with silence, against clicks.
+
+    Args:
+        audio: Float waveform, (T,) or (C, T).
+        pad_duration: Silence added on each side, in seconds (0 for none).
+        fade_duration: Length of each fade, in seconds, at most half the audio (0 for none).
+        sample_rate: Sample rate in Hz.
+
+    Returns:
+        A new waveform with T + 2 * pad samples; empty audio is returned as is.
+    """
+    _as_2d(audio)
+    _check_rate(sample_rate)
+    if audio.shape[-1] == 0:
+        return audio
+    out = audio.copy()
+    fade = min(int(fade_duration * sample_rate), out.shape[-1] // 2)
+    if fade > 0:
+        out[..., :fade] *= np.linspace(0, 1, fade, dtype=np.float32)
+        out[..., -fade:] *= np.linspace(1, 0, fade, dtype=np.float32)
+    pad = int(pad_duration * sample_rate)
+    if pad > 0:
+        out = np.pad(out, [(0, 0)] * (out.ndim - 1) + [(pad, pad)])
+    return out
+
+
+def cross_fade_chunks(chunks: list[np.ndarray], sample_rate: int, silence_duration: float = 0.3) -> np.ndarray:
+    """Join separately generated chunks with a fade-out, a silence and a fade-in.
+
+    ``silence_duration`` is split in three equal parts: the fade-out at the end
+    of each chunk, the inserted silence and the fade-in at the start of the next.
+
+    Args:
+        chunks: Float waveforms, all (T_i,) or all (C, T_i) with the same C.
+        sample_rate: Sample rate in Hz.
+        silence_duration: Length of the whole transition in seconds.
+
+    Returns:
+        The joined waveform, sum T_i + (len(chunks) - 1) * silence samples long;
+        a single chunk is returned as is.
+
+    Raises:
+        ValueError: ``chunks`` is empty or the chunks differ in shape other than length.
+    """
+    if not chunks:
+        raise ValueError("cross_fade_chunks needs at least one chunk")
+    for chunk in chunks:
+        _as_2d(chunk, "chunk")
+    if len({chunk.shape[:-1] for chunk in chunks}) != 1:
+        raise ValueError("all chunks must have the same number of channels")
+    _check_rate(sample_rate)
+    if len(chunks) == 1:
+        return chunks[0]
+
+    third = int(silence_duration * sample_rate) // 3
+    gap = np.zeros(chunks[0].shape[:-1] + (third,), dtype=np.float32)
+    merged = chunks[0].copy()
+    for chunk in chunks[1:]:
+        fade_out = min(third, merged.shape[-1])
+        if fade_out > 0:
+            merged[..., -fade_out:] *= np.linspace(1, 0, fade_out, dtype=np.float32)
+        incoming = chunk.copy()
+        fade_in = min(third, incoming.shape[-1])
+        if fade_in > 0:
+            incoming[..., :fade_in] *= np.linspace(0, 1, fade_in, dtype=np.float32)
+        merged = np.concatenate([merged, gap, incoming], axis=-1)
+    return merged
+
+
+def normalize_reference_rms(audio: np.ndarray) -> tuple[np.ndarray, float]:
+    """Boost a quiet reference to RMS 0.1; report its original RMS.
+
+    Args:
+        audio: Float reference waveform, (T,) or (C, T).
+
+    Returns:
+        ``(audio, rms)``: the waveform, scaled up if its RMS was in (0, 0.1), and
+        the RMS before scaling (used to scale the generated audio back).
+
+    Raises:
+        ValueError: The waveform is empty or malformed.
+    """
+    _as_2d(audio)
+    if audio.size == 0:
+        raise ValueError("reference audio is empty")
+    rms = float(np.sqrt(np.mean(audio**2)))
+    if 0 < rms < REFERENCE_MIN_RMS:
+        audio = audio * REFERENCE_MIN_RMS / rms
+    return audio, rms
+
+
+def truncate_to_hop(audio: np.ndarray, hop_length: int) -> np.ndarray:
+    """Drop the trailing samples that do not fill a whole codec frame.
+
+    Args:
+        audio: Waveform, (T,) or (C, T).
+        hop_length: Samples per codec frame.
+
+    Returns:
+        The first ``T - T % hop_length`` samples (a view).
+    """
+    if hop_length <= 0:
+        raise ValueError(f"hop_length must be positive, got {hop_length}")
+    return audio[..., : audio.shape[-1] - audio.shape[-1] % hop_length]
+
+
+def preprocess_reference(
+    audio: np.ndarray, sample_rate: int, ref_text_given: bool, preprocess: bool = True
+) -> tuple[np.ndarray, float]:
+    """Prepare a reference waveform for voice cloning, as upstream ``create_voice_clone_prompt``.
+
+    Boosts a quiet reference (:func:`normalize_reference_rms`); with
+    ``preprocess``, trims references over 20 s at a pause (only without a
+    transcript, which would no longer match) and removes silences (inner ones
+    to 200 ms margins, 100 ms lead, 200 ms trail). The caller then drops the
+    partial last codec frame (:func:`truncate_to_hop`).
+
+    Args:
+        audio: Mono float waveform at the model's rate, (T,) or (1, T).
+        sample_rate: Sample rate in Hz.
+        ref_text_given: Whether the user gave the reference transcript.
+        preprocess: Apply trimming and silence removal.
+
+    Returns:
+        ``(audio, rms)``: the processed waveform and the reference's original RMS.
+
+    Raises:
+        ValueError: Nothing but silence is left after silence removal.
+
+    Warns:
+        UserWarning: The reference is over 20 s long.
+    """
+    audio, rms = normalize_reference_rms(audio)
+    if preprocess:
+        if not ref_text_given:
+            audio = trim_long_audio(audio, sample_rate, trim_threshold=20.0)
+        audio = remove_silence(audio, sample_rate, mid_sil=200, lead_sil=100, trail_sil=200)
+        if audio.shape[-1] == 0:
+            raise ValueError("Reference audio is empty after silence removal. Try setting preprocess_prompt=False.")
+    duration = audio.shape[-1] / sample_rate
+    if duration > 20.0:
+        warnings.warn(
+            f"Reference audio is {duration:.1f}s long (>20s). This may cause slower generation, higher "
+            "memory usage, and degraded voice cloning quality. We recommend trimming it to 3-10s.",
+            stacklevel=2,
+        )
+    return audio, rms
+
+
+def post_process_audio(
+    audio: np.ndarray,
+    sample_rate: int,
+    ref_rms: Optional[float],
+    postprocess_output: bool = True,
+    pad_duration: float = 0.1,
+    fade_duration: float = 0.1,
+) -> np.ndarray:
+    """Finish generated audio, as upstream ``_post_process_audio``.
+
+    With ``postprocess_output``, inner silences are cut to 500 ms margins and the
+    edges to 100 ms. Volume: audio cloned from a quiet reference (RMS below 0.1,
+    boosted before encoding) is scaled back by ``ref_rms / 0.1``; audio made
+    without a reference is peak-normalised to 0.5. Then the ends are faded and
+    padded (:func:`fade_and_pad_audio`).
+
+    Args:
+        audio: Decoded float waveform, (T,) or (C, T).
+        sample_rate: Sample rate in Hz.
+        ref_rms: RMS of the reference before boosting, or ``None`` without a reference.
+        postprocess_output: Remove silences.
+        pad_duration: Silence added on each side, in seconds.
+        fade_duration: Fade length, in seconds.
+
+    Returns:
+        The processed waveform, same rank as ``audio``.
+    """
+    if postprocess_output:
+        audio = remove_silence(audio, sample_rate, mid_sil=500, lead_sil=100, trail_sil=100)
+    if ref_rms is not None and ref_rms < REFERENCE_MIN_RMS:
+        audio = audio * ref_rms / REFERENCE_MIN_RMS
+    elif ref_rms is None:
+        peak = np.abs(audio).max(initial=0.0)
+        if peak > 1e-6:
+            audio = audio / peak * PEAK_LEVEL
+    return fade_and_pad_audio(audio, pad_duration, fade_duration, sample_rate)
+
+
+def _check_format(fmt: str) -> None:
+    """Raise ValueError for an unknown WAV format name."""
+    if fmt not in WAV_FORMATS:
+        raise ValueError(f"unknown WAV format {fmt!r}; expected one of {', '.join(WAV_FORMATS)}")
+
+
+def _frames(audio: np.ndarray, fmt: str) -> np.ndarray:
+    """Audio as [T, C] frames for ``fmt``, clipped to [-1, 1] for PCM (libsndfile would wrap around)."""
+    frames = _as_2d(np.asarray(audio)).T
+    return frames if fmt == "wav32" else np.clip(frames, -1.0, 1.0)
+
+
+def write_wav(file: Union[str, PathLike, BinaryIO], audio: np.ndarray, sample_rate: int, fmt: str = "wav16") -> None:
+    """Write a whole waveform to a WAV file.
+
+    Args:
+        file: Path or binary file object.
+        audio: Float waveform, (T,) or (C, T), nominally in [-1, 1].
+        sample_rate: Sample rate in Hz.
+        fmt: ``wav16``, ``wav24`` or ``wav32``.
+
+    Raises:
+        ValueError: Unknown format, bad shape or dtype, or non-finite samples.
+    """
+    _check_format(fmt)
+    _check_rate(sample_rate)
+    sf.write(file, _frames(audio, fmt), sample_rate, subtype=WAV_FORMATS[fmt][0], format="WAV")
+
+
+class StreamingWavWriter:
+    """Write WAV audio piece by piece to a binary stream (a file or stdout).
+
+    The header goes out on construction with sizes 0xFFFFFFFF ("unknown"); on
+    :meth:`close` they are patched if the stream is seekable and the data fits
+    the 32-bit size fields. The stream itself is not closed. Samples are encoded
+    as libsndfile 1.2 does, so the bytes equal :func:`write_wav`'s.
+
+    Args:
+        stream: Binary stream open for writing, e.g. ``sys.stdout.buffer``.
+        sample_rate: Sample rate in Hz.
+        fmt: ``wav16``, ``wav24`` or ``wav32``.
+        channels: Number of channels.
+
+    Example:
+        >>> with StreamingWavWriter(sys.stdout.buffer, 24000) as out:
+        ...     for chunk in chunks:
+        ...         out.write(chunk)
+    """
+
+    def __init__(self, stream: BinaryIO, sample_rate: int, fmt: str = "wav16", channels: int = 1) -> None:
+        _check_format(fmt)
+        _check_rate(sample_rate)
+        if channels <= 0:
+            raise ValueError(f"channels must be positive, got {channels}")
+        self._stream = stream
+        self._fmt = fmt
+        self._channels = channels
+        self._data_bytes = 0
+        self._closed = False
+        self._start = stream.tell() if stream.seekable() else None
+        _, tag, bits = WAV_FORMATS[fmt]
+        block_align = channels * bits // 8
+        fmt_chunk = struct.pack("<IHHIIHH", 16, tag, channels, sample_rate, sample_rate * block_align, block_align, bits)
+        unknown = struct.pack("<I", _UNKNOWN_SIZE)
+        stream.write(b"RIFF" + unknown + b"WAVE" + b"fmt " + fmt_chunk + b"data" + unknown)
+
+    def write(self, audio: np.ndarray) -> None:
+        """Append samples.
+
+        Args:
+            audio: Float waveform, (T,) or (C, T) with C equal to ``channels``.
+
+        Raises:
+            ValueError: The writer is closed, or the audio is malformed or has the wrong channel count.
+        """
+        if self._closed:
+            raise ValueError("write to a closed StreamingWavWriter")
+        frames = _frames(audio, self._fmt)
+        if frames.shape[1] != self._channels:
+            raise ValueError(f"expected {self._channels} channel(s), got {frames.shape[1]}")
+        data = self._encode(frames)
+        self._stream.write(data)
+        self._data_bytes += len(data)
+
+    def _encode(self, frames: np.ndarray) -> bytes:
+        """Little-endian sample bytes of [T, C] frames; PCM levels are ``floor(x * 2**(bits - 1))``, clipped."""
+        if self._fmt == "wav32":
+            return frames.astype("<f4").tobytes()
+        bits = WAV_FORMATS[self._fmt][2]
+        full_scale = float(1 << (bits - 1))
+        levels = np.clip(np.floor(frames * full_scale), -full_scale, full_scale - 1).astype("<i4")
+        if bits == 16:
+            return levels.astype("<i2").tobytes()
+        # 24-bit: the low three bytes of each little-endian int32.
+        return np.ascontiguousarray(levels).view(np.uint8).reshape(-1, 4)[:, :3].tobytes()
+
+    def close(self) -> None:
+        """Finish the stream: pad the data to an even length and patch the sizes when possible."""
+        if self._closed:
+            return
+        self._closed = True
+        pad = self._data_bytes % 2
+        if pad:
+            self._stream.write(b"\0")
+        riff_size = _HEADER_BYTES - 8 + self._data_bytes + pad
+        if self._start is not None and riff_size <= _UNKNOWN_SIZE:
+            end = self._stream.tell()
+            self._stream.seek(self._start + 4)
+            self._stream.write(struct.pack("<I", riff_size))
+            self._stream.seek(self._start + _HEADER_BYTES - 4)
+            self._stream.write(struct.pack("<I", self._data_bytes))
+            self._stream.seek(end)
+        self._stream.flush()
+
+    def __enter__(self) -> StreamingWavWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
+        self.close()

@@ -1,0 +1,505 @@
+"""The OmniVoice text-to-speech model: upstream's ``OmniVoice`` API on the ggml core.
+
+``OmniVoice.from_pretrained(...)`` loads the LM and codec GGUFs; ``generate(...)`` takes the same
+arguments as upstream's and returns a list of float32 numpy arrays at 24 kHz, one per text.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _core
+from .audio import (
+    cross_fade_chunks,
+    fade_and_pad_audio,
+    load_audio,
+    post_process_audio,
+    preprocess_reference,
+    remove_silence,
+    truncate_to_hop,
+)
+from .audio_tokenizer import AudioTokenizer
+from .chunking import add_punctuation, chunk_text_for_generation
+from .duration import estimate_target_tokens, resolve_target_lengths
+from .lang_map import resolve_language
+from .maskgit import MaskGITConfig, generate as maskgit_generate, pack_prompts
+from .model_files import resolve_model
+from .prompt import build_prompt
+from .tokenizer import TextTokenizer
+from .voice_design import contains_chinese, resolve_instruct
+
+logger = logging.getLogger(__name__)
+
+AudioInput = Union[str, os.PathLike, tuple[np.ndarray, int]]
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class OmniVoiceGenerationConfig:
+    """Generation settings, with upstream's names and defaults."""
+
+    num_step: int = 32
+    guidance_scale: float = 2.0
+    t_shift: float = 0.1
+    layer_penalty_factor: float = 5.0
+    position_temperature: float = 5.0
+    class_temperature: float = 0.0
+    denoise: bool = True
+    preprocess_prompt: bool = True
+    postprocess_output: bool = True
+    audio_chunk_duration: float = 15.0
+    audio_chunk_threshold: float = 30.0
+
+    @classmethod
+    def from_dict(cls, kwargs: dict[str, Any]) -> "OmniVoiceGenerationConfig":
+        """Builds a config from keyword arguments; unknown names raise TypeError."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(kwargs) - names)
+        if unknown:
+            raise TypeError(f"unknown generation argument(s): {', '.join(unknown)}")
+        return cls(**kwargs)
+
+    def maskgit(self) -> MaskGITConfig:
+        """The decoding settings; raises ValueError for out-of-range values."""
+        return MaskGITConfig(num_step=self.num_step, guidance_scale=self.guidance_scale, t_shift=self.t_shift,
+                             layer_penalty_factor=self.layer_penalty_factor,
+                             position_temperature=self.position_temperature,
+                             class_temperature=self.class_temperature)
+
+
+@dataclass
+class VoiceClonePrompt:
+    """A reusable cloning prompt: the reference's codes, its transcript and loudness."""
+
+    ref_audio_tokens: np.ndarray  # int32 [n_codebooks, T]
+    ref_text: str
+    ref_rms: float
+
+    def save(self, path: Union[str, os.PathLike]) -> None:
+        """Writes the prompt to ``path`` (a ``.npz`` file)."""
+        with open(path, "wb") as f:
+            np.savez(f, ref_audio_tokens=np.asarray(self.ref_audio_tokens, dtype=np.int32),
+                     ref_text=np.array(self.ref_text), ref_rms=np.float64(self.ref_rms),
+                     format=np.array("omnivoice-voice-1"))
+
+    @classmethod
+    def load(cls, path: Union[str, os.PathLike]) -> "VoiceClonePrompt":
+        """Reads a prompt written by :meth:`save`."""
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                if str(z["format"]) != "omnivoice-voice-1":
+                    raise ValueError
+                tokens = z["ref_audio_tokens"].astype(np.int32)
+                text, rms = str(z["ref_text"]), float(z["ref_rms"])
+        except FileNotFoundError:
+            raise
+        except Exception:
+            raise ValueError(f"{path} is not an omnivoice voice prompt file") from None
+        if tokens.ndim != 2 or tokens.shape[1] == 0:
+            raise ValueError(f"{path}: voice prompt codes have shape {tokens.shape}")
+        return cls(ref_audio_tokens=tokens, ref_text=text, ref_rms=rms)
+
+
+@dataclass
+class AudioChunk:
+    """One piece of streamed audio (float32 at 24 kHz) and the text it speaks."""
+
+    audio: np.ndarray
+    text: str
+    index: int
+
+
+@dataclass
+class _Item:
+    """One text to generate, after resolving language, instruct, reference and length."""
+
+    text: str
+    target_len: int
+    lang: Optional[str]
+    instruct: Optional[str]
+    ref_text: Optional[str] = None
+    ref_tokens: Optional[np.ndarray] = None
+    ref_rms: Optional[float] = None
+    speed: float = 1.0
+    chunks: list[str] = field(default_factory=list)
+
+
+def _as_list(x: Any, n: int, what: str) -> list[Any]:
+    """Upstream's ``_ensure_list``: one value for all items, or one per item."""
+    xs = x if isinstance(x, list) else [x]
+    if len(xs) == 1:
+        return xs * n
+    if len(xs) != n:
+        raise ValueError(f"{what}: expected 1 or {n} values (one per text), got {len(xs)}")
+    return xs
+
+
+class OmniVoice:
+    """OmniVoice TTS: text (plus an optional voice description or reference) to 24 kHz speech."""
+
+    def __init__(self, lm: "_core.LM", audio_tokenizer: AudioTokenizer, text_tokenizer: TextTokenizer,
+                 backend: "_core.Backend") -> None:
+        self.lm = lm
+        self.audio_tokenizer = audio_tokenizer
+        self.text_tokenizer = text_tokenizer
+        self.backend = backend
+        self.sampling_rate: int = audio_tokenizer.sample_rate
+        self.frame_rate: float = audio_tokenizer.sample_rate / audio_tokenizer.hop_length
+
+    @classmethod
+    def from_pretrained(cls, model: Union[str, os.PathLike], codec: Union[str, os.PathLike, None] = None,
+                        n_threads: Optional[int] = None, convert_type: str = "BF16") -> "OmniVoice":
+        """Loads the model.
+
+        Args:
+            model: The LM GGUF (``omnivoice-base-*.gguf``; the codec GGUF is found beside it), a
+                directory holding both GGUFs, a Hugging Face snapshot directory (converted once
+                into ``~/.cache/omnivoice``), or a Hub id such as ``"k2-fsa/OmniVoice"``.
+            codec: The codec GGUF, when it is not beside the LM.
+            n_threads: CPU threads; ``None`` uses every core.
+            convert_type: LM weight type used when a snapshot must be converted.
+        """
+        files = resolve_model(model, codec, convert_type=convert_type)
+        backend = _core.Backend(n_threads or 0)
+        lm = _core.LM(str(files.lm), backend)
+        audio_tokenizer = AudioTokenizer(_core.Codec(str(files.codec), backend))
+        return cls(lm, audio_tokenizer, TextTokenizer.from_metadata(lm.metadata), backend)
+
+    @property
+    def n_threads(self) -> int:
+        return self.backend.n_threads
+
+    @n_threads.setter
+    def n_threads(self, value: int) -> None:
+        self.backend.n_threads = value
+
+    # ------------------------------------------------------------------ public API
+
+    def generate(
+        self,
+        text: Union[str, list[str]],
+        language: Union[str, list[Optional[str]], None] = None,
+        ref_text: Union[str, list[Optional[str]], None] = None,
+        ref_audio: Union[AudioInput, list[AudioInput], None] = None,
+        voice_clone_prompt: Union[VoiceClonePrompt, list[VoiceClonePrompt], None] = None,
+        instruct: Union[str, list[Optional[str]], None] = None,
+        duration: Union[float, list[Optional[float]], None] = None,
+        speed: Union[float, list[Optional[float]], None] = None,
+        generation_config: Optional[OmniVoiceGenerationConfig] = None,
+        seed: Optional[int] = None,
+        progress: Optional[Progress] = None,
+        **kwargs: Any,
+    ) -> list[np.ndarray]:
+        """Generates speech for one text or a batch.
+
+        Modes: voice cloning (``voice_clone_prompt``, or ``ref_audio`` + ``ref_text``), voice
+        design (``instruct``, e.g. ``"female, low pitch, british accent"``), or auto voice
+        (neither). Per-item values may be given as lists, one per text.
+
+        Args:
+            text: The text, or a list of texts generated as one batch.
+            language: Language name or code (``"English"``, ``"en"``); ``None`` is language-agnostic.
+            ref_text: Transcript of ``ref_audio`` (required: no ASR model is bundled).
+            ref_audio: Reference audio: a file path or ``(waveform, sample_rate)``.
+            voice_clone_prompt: A prompt from :meth:`create_voice_clone_prompt`; overrides
+                ``ref_audio``/``ref_text``.
+            instruct: Voice design attributes.
+            duration: Output duration in seconds (overrides ``speed``).
+            speed: Speaking speed factor (> 1 faster).
+            generation_config: Settings; by default built from ``**kwargs``.
+            seed: Seed of the sampler; the same seed gives the same audio. ``None`` is random.
+            progress: Called as ``progress(label, done, total)`` after each step.
+            **kwargs: Fields of :class:`OmniVoiceGenerationConfig` (``num_step``,
+                ``guidance_scale``, ``t_shift``, ``layer_penalty_factor``,
+                ``position_temperature``, ``class_temperature``, ``denoise``,
+                ``preprocess_prompt``, ``postprocess_output``, ``audio_chunk_duration``,
+                ``audio_chunk_threshold``).
+
+        Returns:
+            One float32 array at :attr:`sampling_rate` per text.
+        """
+        config = generation_config or OmniVoiceGenerationConfig.from_dict(kwargs)
+        config.maskgit()  # validate before any work
+        rng = np.random.default_rng(seed)
+        items = self._prepare_items(text, language, ref_text, ref_audio, voice_clone_prompt, instruct,
+                                    duration, speed, config)
+        threshold = int(config.audio_chunk_threshold * self.frame_rate)
+        short = [i for i, it in enumerate(items) if it.target_len <= threshold]
+        long = [i for i, it in enumerate(items) if it.target_len > threshold]
+
+        tokens: list[list[np.ndarray]] = [[] for _ in items]
+        if short:
+            for i, t in zip(short, self._generate_tokens([items[i] for i in short], config, rng, progress)):
+                tokens[i] = [t]
+        if long:
+            for i, chunks in zip(long, self._generate_chunked([items[i] for i in long], config, rng, progress)):
+                tokens[i] = chunks
+        return [self._decode_and_post_process(toks, item.ref_rms, config) for toks, item in zip(tokens, items)]
+
+    def generate_stream(
+        self,
+        text: str,
+        language: Optional[str] = None,
+        ref_text: Optional[str] = None,
+        ref_audio: Optional[AudioInput] = None,
+        voice_clone_prompt: Optional[VoiceClonePrompt] = None,
+        instruct: Optional[str] = None,
+        duration: Optional[float] = None,
+        speed: Optional[float] = None,
+        generation_config: Optional[OmniVoiceGenerationConfig] = None,
+        seed: Optional[int] = None,
+        progress: Optional[Progress] = None,
+        **kwargs: Any,
+    ) -> Iterator[AudioChunk]:
+        """Generates speech for one text, yielding audio as each text chunk is decoded.
+
+        Text above ``audio_chunk_threshold`` seconds is split into chunks of about
+        ``audio_chunk_duration`` seconds, exactly as :meth:`generate` does, and each chunk is
+        yielded once decoded (lower ``audio_chunk_threshold`` for an earlier first chunk). The
+        tokens are identical to :meth:`generate`'s for the same seed. The audio differs only in
+        post-processing, which streaming must apply piecewise: the cross-fade tail of each chunk
+        is held back until the next chunk arrives (exact); silence removal runs per chunk rather
+        than over the whole signal; without a reference, the peak normalisation to 0.5 uses the
+        first chunk's peak for every chunk (not the global peak); the fade-in and leading pad go
+        on the first chunk and the fade-out and trailing pad on the last. With
+        ``postprocess_output=False`` and a reference (or a single chunk), the concatenated chunks
+        equal :meth:`generate`'s output.
+        """
+        config = generation_config or OmniVoiceGenerationConfig.from_dict(kwargs)
+        config.maskgit()  # validate before any work
+        rng = np.random.default_rng(seed)
+        (item,) = self._prepare_items(text, language, ref_text, ref_audio, voice_clone_prompt, instruct,
+                                      duration, speed, config)
+        threshold = int(config.audio_chunk_threshold * self.frame_rate)
+        if item.target_len <= threshold:
+            pieces = iter([(item.text, self._generate_tokens([item], config, rng, progress)[0])])
+        else:
+            pieces = self._chunk_token_stream(item, config, rng, progress)
+        yield from self._stream_audio(pieces, item.ref_rms, config)
+
+    def create_voice_clone_prompt(self, ref_audio: AudioInput, ref_text: Optional[str] = None,
+                                  preprocess_prompt: bool = True) -> VoiceClonePrompt:
+        """Encodes a reference recording into a reusable cloning prompt.
+
+        Args:
+            ref_audio: A file path, or ``(waveform, sample_rate)`` with a mono ``[n]`` or
+                channels-first ``[channels, n]`` float or int array at any rate.
+            ref_text: Its transcript. Required: upstream transcribes with Whisper when it is
+                missing, and no ASR model is bundled here.
+            preprocess_prompt: Trim silences (and over-long references) and add terminal
+                punctuation to the transcript, as upstream does.
+        """
+        if ref_text is None or not ref_text.strip():
+            raise ValueError("ref_text is required with ref_audio: give the transcript of the "
+                             "reference audio (no ASR model is bundled)")
+        wav = self._load_reference(ref_audio)
+        wav, ref_rms = preprocess_reference(wav, self.sampling_rate, ref_text_given=True,
+                                            preprocess=preprocess_prompt)
+        wav = truncate_to_hop(wav, self.audio_tokenizer.hop_length)
+        if wav.size == 0:
+            raise ValueError(f"reference audio is shorter than one codec frame "
+                             f"({self.audio_tokenizer.hop_length} samples)")
+        tokens = self.audio_tokenizer.encode(wav, self.sampling_rate)
+        if preprocess_prompt:
+            ref_text = add_punctuation(ref_text)
+        return VoiceClonePrompt(ref_audio_tokens=tokens, ref_text=ref_text, ref_rms=ref_rms)
+
+    # ------------------------------------------------------------------ preparation
+
+    def _load_reference(self, ref_audio: AudioInput) -> np.ndarray:
+        """Mono float32 at the model rate."""
+        if isinstance(ref_audio, (str, os.PathLike)):
+            return load_audio(ref_audio, self.sampling_rate)
+        if not (isinstance(ref_audio, tuple) and len(ref_audio) == 2):
+            raise ValueError("ref_audio must be a path or a (waveform, sample_rate) tuple")
+        wave, sr = ref_audio
+        return self.audio_tokenizer.to_mono(np.asarray(wave), int(sr), self.sampling_rate)
+
+    def _prepare_items(self, text: Union[str, list[str]], language: Any, ref_text: Any, ref_audio: Any,
+                       voice_clone_prompt: Any, instruct: Any, duration: Any, speed: Any,
+                       config: OmniVoiceGenerationConfig) -> list[_Item]:
+        texts = [text] if isinstance(text, str) else list(text)
+        if not texts or not all(isinstance(t, str) for t in texts):
+            raise ValueError("text must be a string or a non-empty list of strings")
+        for t in texts:
+            if not t.strip():
+                raise ValueError("text is empty")
+        n = len(texts)
+        langs = [resolve_language(x) for x in _as_list(language, n, "language")]
+        instructs = [None if s is None else resolve_instruct(s, use_zh=contains_chinese(t))
+                     for s, t in zip(_as_list(instruct, n, "instruct"), texts)]
+
+        if voice_clone_prompt is not None and (ref_text is not None or ref_audio is not None):
+            logger.warning("both voice_clone_prompt and ref_text/ref_audio given: using voice_clone_prompt")
+        elif ref_audio is not None:
+            voice_clone_prompt = [
+                self.create_voice_clone_prompt(a, t, preprocess_prompt=config.preprocess_prompt)
+                for a, t in zip(_as_list(ref_audio, n, "ref_audio"), _as_list(ref_text, n, "ref_text"))
+            ]
+        elif ref_text is not None:
+            raise ValueError("ref_text was given without ref_audio")
+        prompts = _as_list(voice_clone_prompt, n, "voice_clone_prompt")
+
+        ref_tokens = [None if p is None else np.asarray(p.ref_audio_tokens, dtype=np.int32) for p in prompts]
+        ref_texts = [None if p is None else p.ref_text for p in prompts]
+        lengths, speeds = resolve_target_lengths(
+            texts, ref_texts, [None if t is None else t.shape[1] for t in ref_tokens], self.frame_rate,
+            speed=speed, duration=duration)
+        items = [
+            _Item(text=texts[i], target_len=lengths[i], lang=langs[i], instruct=instructs[i],
+                  ref_text=ref_texts[i], ref_tokens=ref_tokens[i],
+                  ref_rms=None if prompts[i] is None else prompts[i].ref_rms,
+                  speed=1.0 if speeds is None else speeds[i])
+            for i in range(n)
+        ]
+        return items
+
+    # ------------------------------------------------------------------ generation
+
+    def _generate_tokens(self, items: Sequence[_Item], config: OmniVoiceGenerationConfig,
+                         rng: np.random.Generator, progress: Optional[Progress]) -> list[np.ndarray]:
+        """MaskGIT over a batch of items: one int32 ``[8, target_len]`` grid per item."""
+        prompts = [
+            build_prompt(self.text_tokenizer, it.text, it.target_len, ref_text=it.ref_text,
+                         ref_codes=it.ref_tokens, lang=it.lang, instruct=it.instruct, denoise=config.denoise)
+            for it in items
+        ]
+        batch = pack_prompts(prompts, guided=config.guidance_scale != 0)
+        session = self.lm.session(batch.segments)
+        forward = session.forward
+        steps = 0
+        if progress is not None:
+
+            def forward(input_ids: np.ndarray, audio_mask: np.ndarray) -> np.ndarray:
+                nonlocal steps
+                logits = session.forward(input_ids, audio_mask)
+                steps += 1
+                progress("steps", steps, config.num_step)
+                return logits
+
+        tokens = maskgit_generate(forward, batch, config.maskgit(), rng)
+        if progress is not None and steps < config.num_step:
+            progress("steps", config.num_step, config.num_step)  # steps with nothing to unmask are skipped
+        return tokens
+
+    def _chunk_batches(self, items: Sequence[_Item], config: OmniVoiceGenerationConfig,
+                       rng: np.random.Generator, progress: Optional[Progress]
+                       ) -> Iterator[list[tuple[int, str, np.ndarray]]]:
+        """Upstream's ``_generate_chunked``, as a generator of ``(item, chunk text, tokens)`` per batch.
+
+        Chunk ``ci`` of every item runs in one batch. With a reference every chunk is cloned from
+        it; without, chunk 0 is generated first and becomes the voice prompt of the later chunks.
+        """
+        texts = [chunk_text_for_generation(it.text, it.target_len, config.audio_chunk_duration, self.frame_rate)
+                 for it in items]
+        with_ref = [it.ref_tokens is not None for it in items]
+        if any(with_ref) and not all(with_ref):
+            raise ValueError("long-form batch mixes texts with and without a reference voice; "
+                             "generate them in separate calls")
+        first: dict[int, np.ndarray] = {}
+        n_chunks = max(len(t) for t in texts)
+        for ci in range(n_chunks):
+            idx = [i for i in range(len(items)) if ci < len(texts[i])]
+            batch = []
+            for i in idx:
+                it = items[i]
+                if it.ref_tokens is not None:
+                    ref_tokens, ref_text = it.ref_tokens, it.ref_text
+                elif ci == 0:
+                    ref_tokens, ref_text = None, None
+                else:
+                    ref_tokens, ref_text = first[i], texts[i][0]
+                n_ref = None if ref_tokens is None else ref_tokens.shape[1]
+                batch.append(_Item(text=texts[i][ci], lang=it.lang, instruct=it.instruct,
+                                   ref_text=ref_text, ref_tokens=ref_tokens, ref_rms=it.ref_rms,
+                                   speed=it.speed,
+                                   target_len=estimate_target_tokens(texts[i][ci], ref_text, n_ref, it.speed)))
+            tokens = self._generate_tokens(batch, config, rng, progress)
+            if ci == 0 and not all(with_ref):
+                first = dict(zip(idx, tokens))
+            if progress is not None:
+                progress("chunks", ci + 1, n_chunks)
+            yield [(i, texts[i][ci], t) for i, t in zip(idx, tokens)]
+
+    def _generate_chunked(self, items: Sequence[_Item], config: OmniVoiceGenerationConfig,
+                          rng: np.random.Generator, progress: Optional[Progress]) -> list[list[np.ndarray]]:
+        out: list[list[np.ndarray]] = [[] for _ in items]
+        for batch in self._chunk_batches(items, config, rng, progress):
+            for i, _, tokens in batch:
+                out[i].append(tokens)
+        return out
+
+    def _chunk_token_stream(self, item: _Item, config: OmniVoiceGenerationConfig, rng: np.random.Generator,
+                            progress: Optional[Progress]) -> Iterator[tuple[str, np.ndarray]]:
+        for ((_, text, tokens),) in self._chunk_batches([item], config, rng, progress):
+            yield text, tokens
+
+    # ------------------------------------------------------------------ audio out
+
+    def _post_process_piece(self, audio: np.ndarray, ref_rms: Optional[float], postprocess: bool,
+                            first: bool, last: bool, peak: float) -> np.ndarray:
+        """``post_process_audio`` for one streamed piece: edges trimmed, faded and padded only
+        where they are the signal's real start or end; ``peak`` stands in for the global peak."""
+        sr = self.sampling_rate
+        if postprocess:
+            keep_all = 10**9  # ms of edge silence to keep: trims nothing at an inner edge
+            audio = remove_silence(audio, sr, mid_sil=500, lead_sil=100 if first else keep_all,
+                                   trail_sil=100 if last else keep_all)
+        if ref_rms is not None and ref_rms < 0.1:
+            audio = audio * np.float32(ref_rms / 0.1)
+        elif ref_rms is None and peak > 1e-6:
+            audio = audio / np.float32(peak) * np.float32(0.5)
+        if not (first or last) or audio.size == 0:
+            return audio
+        if first and last:
+            return fade_and_pad_audio(audio, sample_rate=sr)
+        # Fading and padding a doubled copy and keeping one half gives exactly one edge's treatment.
+        both = fade_and_pad_audio(np.concatenate([audio, audio]), sample_rate=sr)
+        pad = (both.size - 2 * audio.size) // 2
+        return both[: pad + audio.size] if first else both[pad + audio.size:]
+
+    def _decode_and_post_process(self, tokens: list[np.ndarray], ref_rms: Optional[float],
+                                 config: OmniVoiceGenerationConfig) -> np.ndarray:
+        audios = [self.audio_tokenizer.decode(t) for t in tokens]
+        audio = audios[0] if len(audios) == 1 else cross_fade_chunks(audios, self.sampling_rate)
+        return post_process_audio(audio, self.sampling_rate, ref_rms, config.postprocess_output).astype(
+            np.float32, copy=False)
+
+    def _stream_audio(self, pieces: Iterator[tuple[str, np.ndarray]], ref_rms: Optional[float],
+                      config: OmniVoiceGenerationConfig) -> Iterator[AudioChunk]:
+        """Decodes chunk tokens as they come and yields post-processed audio (see generate_stream)."""
+        sr = self.sampling_rate
+        pending: Optional[tuple[str, np.ndarray]] = None  # last chunk, held until we know if it is last
+        peak: Optional[float] = None
+        index = 0
+
+        def emit(text: str, audio: np.ndarray, last: bool) -> AudioChunk:
+            nonlocal peak, index
+            if peak is None:
+                peak = float(np.abs(audio).max(initial=0.0))
+            out = self._post_process_piece(audio, ref_rms, config.postprocess_output, first=index == 0,
+                                           last=last, peak=peak)
+            chunk = AudioChunk(audio=out.astype(np.float32, copy=False), text=text, index=index)
+            index += 1
+            return chunk
+
+        for text, tokens in pieces:
+            audio = self.audio_tokenizer.decode(tokens)
+            if pending is not None:
+                prev_text, prev = pending
+                # cross_fade_chunks, one junction at a time: fade out, silence, fade in.
+                joined = cross_fade_chunks([prev, audio], sr)
+                head = joined[: joined.size - audio.size]
+                yield emit(prev_text, head, last=False)
+                audio = joined[joined.size - audio.size:]
+            pending = (text, audio)
+        if pending is not None:
+            yield emit(pending[0], pending[1], last=True)

@@ -1,0 +1,180 @@
+"""Text tokenizer of the OmniVoice LM, rebuilt from the vocabulary stored in its GGUF.
+
+OmniVoice uses Qwen3's byte-level BPE plus a few added tokens (``<|denoise|>``,
+``<|lang_start|>``, ...). The LM GGUF stores every id's token string, its type and the BPE
+merges (llama.cpp's ``tokenizer.ggml.*`` keys); from those this module rebuilds a
+``tokenizers.Tokenizer`` that behaves as Hugging Face's Qwen2 tokenizer: NFC normalisation,
+Qwen2's split regex, byte-level mapping without a prefix space, added tokens matched first.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers
+from tokenizers.models import BPE
+
+from .gguf_meta import read_metadata
+
+__all__ = ["NONVERBAL_TAGS", "TextTokenizer"]
+
+# Qwen2's pre-tokenizer split pattern (contractions, letter runs, single digits, symbol
+# runs, newlines, whitespace).
+_QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+# llama.cpp token types (gguf-py ``TokenType``).
+_TYPE_NORMAL = 1
+_TYPE_UNKNOWN = 2
+_TYPE_CONTROL = 3
+_TYPE_USER_DEFINED = 4
+_TYPE_UNUSED = 5
+_TYPE_BYTE = 6
+
+_KEY_MODEL = "tokenizer.ggml.model"
+_KEY_PRE = "tokenizer.ggml.pre"
+_KEY_TOKENS = "tokenizer.ggml.tokens"
+_KEY_TYPES = "tokenizer.ggml.token_type"
+_KEY_MERGES = "tokenizer.ggml.merges"
+
+# Non-verbal tags the model was trained on (``[laughter]`` ...). Upstream tokenises each tag
+# on its own so its ids never depend on the neighbouring text.
+NONVERBAL_TAGS: tuple[str, ...] = (
+    "laughter",
+    "sigh",
+    "confirmation-en",
+    "question-en",
+    "question-ah",
+    "question-oh",
+    "question-ei",
+    "question-yi",
+    "surprise-ah",
+    "surprise-oh",
+    "surprise-wa",
+    "surprise-yo",
+    "dissatisfaction-hnn",
+)
+_NONVERBAL_RE = re.compile(r"\[(?:" + "|".join(re.escape(t) for t in NONVERBAL_TAGS) + r")\]")
+
+
+class TextTokenizer:
+    """Byte-level BPE tokenizer of the OmniVoice LM.
+
+    Args:
+        tokens: Token string of every id (byte-level alphabet, added tokens included).
+        token_types: llama.cpp type of every id: 1 normal, 3 control (added, special),
+            4 user-defined (added, not special), 5 unused (skipped).
+        merges: BPE merges as ``"left right"`` strings, highest priority first.
+
+    Raises:
+        ValueError: If the arrays disagree in length or hold an unknown token type.
+    """
+
+    def __init__(self, tokens: Sequence[str], token_types: Sequence[int], merges: Sequence[str]) -> None:
+        if len(tokens) != len(token_types):
+            raise ValueError(f"tokenizer has {len(tokens)} tokens but {len(token_types)} token types")
+        vocab: dict[str, int] = {}
+        added: list[tuple[int, AddedToken]] = []
+        for idx, (text, kind) in enumerate(zip(tokens, token_types)):
+            kind = int(kind)
+            if kind in (_TYPE_NORMAL, _TYPE_UNKNOWN, _TYPE_BYTE):
+                vocab[text] = idx
+            elif kind in (_TYPE_CONTROL, _TYPE_USER_DEFINED):
+                added.append((idx, AddedToken(text, special=kind == _TYPE_CONTROL, normalized=False)))
+            elif kind != _TYPE_UNUSED:
+                raise ValueError(f"token {idx} ({text!r}) has unknown token type {kind}")
+        pairs = []
+        for merge in merges:
+            left, sep, right = merge.partition(" ")
+            if not sep or not left or not right:
+                raise ValueError(f"malformed BPE merge {merge!r}: expected 'left right'")
+            pairs.append((left, right))
+
+        tok = Tokenizer(BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False))
+        tok.normalizer = normalizers.NFC()
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(_QWEN2_SPLIT), behavior="isolated", invert=False),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
+        tok.decoder = decoders.ByteLevel()
+        # tokenizers assigns added tokens the next free ids, so add them in id order and
+        # check that each lands on the id the GGUF gives it.
+        for idx, token in added:
+            if token.special:
+                tok.add_special_tokens([token])
+            else:
+                tok.add_tokens([token])
+            got = tok.token_to_id(token.content)
+            if got != idx:
+                raise ValueError(f"added token {token.content!r} got id {got}, expected {idx}")
+        self._tokenizer = tok
+        self.vocab_size = len(tokens)
+
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[str, Any]) -> TextTokenizer:
+        """Builds the tokenizer from GGUF metadata values keyed by their GGUF keys.
+
+        Raises:
+            ValueError: If a key is missing or the tokenizer is not Qwen2 byte-level BPE.
+        """
+        missing = [k for k in (_KEY_TOKENS, _KEY_TYPES, _KEY_MERGES) if k not in metadata]
+        if missing:
+            raise ValueError(f"GGUF metadata lacks the tokenizer keys {missing}")
+        model = metadata.get(_KEY_MODEL, "gpt2")
+        pre = metadata.get(_KEY_PRE, "qwen2")
+        if model != "gpt2" or pre != "qwen2":
+            raise ValueError(
+                f"unsupported tokenizer {_KEY_MODEL}={model!r} {_KEY_PRE}={pre!r}; expected 'gpt2' and 'qwen2'"
+            )
+        return cls(metadata[_KEY_TOKENS], metadata[_KEY_TYPES], metadata[_KEY_MERGES])
+
+    @classmethod
+    def from_gguf(cls, path: str | os.PathLike[str]) -> TextTokenizer:
+        """Builds the tokenizer from the metadata of an OmniVoice LM GGUF file.
+
+        Raises:
+            FileNotFoundError: If ``path`` does not exist.
+            ValueError: If the file is not a GGUF or lacks the tokenizer keys.
+        """
+        return cls.from_metadata(read_metadata(path, (_KEY_MODEL, _KEY_PRE, _KEY_TOKENS, _KEY_TYPES, _KEY_MERGES)))
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``; added tokens written in the text map to their ids."""
+        return self._tokenizer.encode(text, add_special_tokens=False).ids
+
+    def encode_with_nonverbal_tags(self, text: str) -> list[int]:
+        """Token ids of ``text`` with every non-verbal tag (``[laughter]`` ...) tokenised alone.
+
+        The text between tags and each tag are encoded separately and concatenated, so BPE
+        merges never cross a tag boundary.
+        """
+        pieces: list[str] = []
+        pos = 0
+        for match in _NONVERBAL_RE.finditer(text):
+            pieces.append(text[pos : match.start()])
+            pieces.append(match.group())
+            pos = match.end()
+        pieces.append(text[pos:])
+        return [i for piece in pieces if piece for i in self.encode(piece)]
+
+    def token_to_id(self, token: str) -> int:
+        """Id of one token string (e.g. ``"<|text_start|>"``).
+
+        Raises:
+            ValueError: If the vocabulary has no such token.
+        """
+        idx = self._tokenizer.token_to_id(token)
+        if idx is None:
+            raise ValueError(f"token {token!r} is not in the vocabulary")
+        return idx
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of token ids, added tokens included."""
+        return self._tokenizer.decode(list(ids), skip_special_tokens=False)

@@ -1,0 +1,146 @@
+"""The C++ GGUF loader's generic checks: a truncated file, a file of another arch, and a file
+missing a tensor (or with a misshaped or unexpected one) raise omnivoice.ModelFormatError."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+
+import omnivoice
+from omnivoice import _core
+from omnivoice.convert import convert_model
+
+TINY = Path(__file__).parent / "data" / "tiny_hf"
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> tuple[Path, Path]:
+    result = convert_model(TINY, tmp_path_factory.mktemp("gguf"), outtype="Q8_0")
+    return result.lm.path, result.codec.path
+
+
+@pytest.fixture(scope="module")
+def backend() -> omnivoice.Backend:
+    return omnivoice.Backend(1)
+
+
+def ggml_shapes(path: Path) -> dict[str, list[int]]:
+    """{name: ggml shape} of every tensor, read with gguf-py."""
+    return {t.name: [int(n) for n in t.shape] for t in gguf.GGUFReader(path).tensors}
+
+
+def rewrite_without(src: Path, dst: Path, drop: str) -> None:
+    """Copies the GGUF ``src`` to ``dst`` with gguf-py, leaving out tensor ``drop``."""
+    reader = gguf.GGUFReader(src)
+    arch = reader.fields["general.architecture"].contents()
+    writer = gguf.GGUFWriter(dst, arch)
+    for key, field in reader.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        sub_type = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(key, field.contents(), field.types[0], sub_type=sub_type)
+    for t in reader.tensors:
+        if t.name != drop:
+            writer.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def test_converted_files_pass(files, backend):
+    for path, arch in zip(files, ("omnivoice-lm", "omnivoice-tokenizer")):
+        metadata, tensors = _core.read_gguf(str(path), arch, backend)
+        assert metadata["general.architecture"] == arch
+        shapes = ggml_shapes(path)
+        assert set(tensors) == set(shapes)
+        _core.check_gguf(str(path), arch, backend, shapes)
+
+
+@pytest.mark.parametrize("keep", [0.0, 0.3, 0.999])
+def test_truncated(files, backend, tmp_path, keep):
+    # keep=0 is an empty file, 0.3 cuts the LM's tensor data, 0.999 drops its last bytes.
+    data = files[0].read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(data[: int(len(data) * keep)])
+    with pytest.raises(omnivoice.ModelFormatError, match="cut.gguf: (truncated|not a readable GGUF)"):
+        _core.read_gguf(str(cut), "omnivoice-lm", backend)
+
+
+def test_truncated_header(files, backend, tmp_path):
+    # Cut inside the metadata (the vocabulary arrays are in the first part of the file).
+    data = files[0].read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(data[:4096])
+    with pytest.raises(omnivoice.ModelFormatError, match="not a readable GGUF"):
+        _core.read_gguf(str(cut), "omnivoice-lm", backend)
+
+
+def test_not_a_gguf(backend, tmp_path):
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"GGML" + bytes(range(256)) * 8)
+    with pytest.raises(omnivoice.ModelFormatError, match="not a readable GGUF"):
+        _core.read_gguf(str(junk), "omnivoice-lm", backend)
+    with pytest.raises(omnivoice.ModelFormatError, match="no such file"):
+        _core.read_gguf(str(tmp_path / "absent.gguf"), "omnivoice-lm", backend)
+    with pytest.raises(omnivoice.ModelFormatError, match="not a regular file"):
+        _core.read_gguf(str(tmp_path), "omnivoice-lm", backend)
+
+
+def test_wrong_arch(files, backend):
+    lm, codec = files
+    with pytest.raises(omnivoice.ModelFormatError, match="architecture is 'omnivoice-lm', expected 'omnivoice-tokenizer'"):
+        _core.read_gguf(str(lm), "omnivoice-tokenizer", backend)
+    with pytest.raises(omnivoice.ModelFormatError, match="architecture is 'omnivoice-tokenizer'"):
+        _core.check_gguf(str(codec), "omnivoice-lm", backend, ggml_shapes(codec))
+
+
+def test_model_format_error_is_value_error():
+    assert issubclass(omnivoice.ModelFormatError, ValueError)
+
+
+@pytest.mark.parametrize("drop", ["llm.layers.1.self_attn.k_norm.weight", "audio_heads.weight"])
+def test_missing_tensor(files, backend, tmp_path, drop):
+    lm = files[0]
+    smaller = tmp_path / "smaller.gguf"
+    rewrite_without(lm, smaller, drop)
+    assert set(ggml_shapes(smaller)) == set(ggml_shapes(lm)) - {drop}
+    # The rewritten file itself is a valid GGUF: only the tensor is missing.
+    _core.read_gguf(str(smaller), "omnivoice-lm", backend)
+    with pytest.raises(omnivoice.ModelFormatError, match=f"missing tensor {drop}"):
+        _core.check_gguf(str(smaller), "omnivoice-lm", backend, ggml_shapes(lm))
+
+
+def test_missing_codec_tensor(files, backend, tmp_path):
+    codec = files[1]
+    drop = "hubert.encoder.pos_conv_embed.conv.weight"
+    smaller = tmp_path / "smaller.gguf"
+    rewrite_without(codec, smaller, drop)
+    with pytest.raises(omnivoice.ModelFormatError, match=f"missing tensor {drop}"):
+        _core.check_gguf(str(smaller), "omnivoice-tokenizer", backend, ggml_shapes(codec))
+
+
+def test_misshaped_tensor(files, backend):
+    lm = files[0]
+    shapes = ggml_shapes(lm)
+    name = "llm.layers.0.mlp.down_proj.weight"
+    n_in, n_out = shapes[name]
+    shapes[name] = [n_out, n_in]
+    with pytest.raises(
+        omnivoice.ModelFormatError, match=rf"tensor {name} has shape \[{n_in}, {n_out}\], expected \[{n_out}, {n_in}\]"
+    ):
+        _core.check_gguf(str(lm), "omnivoice-lm", backend, shapes)
+    shapes[name] = [n_in, n_out, 1, 2]
+    with pytest.raises(omnivoice.ModelFormatError, match=f"tensor {name} has shape"):
+        _core.check_gguf(str(lm), "omnivoice-lm", backend, shapes)
+
+
+def test_unexpected_tensor(files, backend):
+    lm = files[0]
+    shapes = ggml_shapes(lm)
+    del shapes["llm.norm.weight"]
+    with pytest.raises(omnivoice.ModelFormatError, match="unexpected tensor llm.norm.weight"):
+        _core.check_gguf(str(lm), "omnivoice-lm", backend, shapes)
