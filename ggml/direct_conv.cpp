@@ -79,9 +79,10 @@ __attribute__((always_inline)) inline void conv_steps(const ConvArgs & a, int64_
 OV_SIMD_CLONES
 void conv_range(const ConvArgs & a, int64_t t_begin, int64_t t_end) {
     int64_t oc0 = 0;
-    for (; oc0 + 4 * OV_DIRECT_CONV_LANES <= a.oc; oc0 += 4 * OV_DIRECT_CONV_LANES) conv_steps<4>(a, t_begin, t_end, oc0);
-    for (; oc0 + 2 * OV_DIRECT_CONV_LANES <= a.oc; oc0 += 2 * OV_DIRECT_CONV_LANES) conv_steps<2>(a, t_begin, t_end, oc0);
-    for (; oc0 < a.oc; oc0 += OV_DIRECT_CONV_LANES) conv_steps<1>(a, t_begin, t_end, oc0);
+    constexpr int64_t lanes = OV_DIRECT_CONV_LANES;
+    for (; oc0 + 4 * lanes <= a.oc; oc0 += 4 * lanes) conv_steps<4>(a, t_begin, t_end, oc0);
+    for (; oc0 + 2 * lanes <= a.oc; oc0 += 2 * lanes) conv_steps<2>(a, t_begin, t_end, oc0);
+    for (; oc0 < a.oc; oc0 += lanes) conv_steps<1>(a, t_begin, t_end, oc0);
 }
 
 // dst->src = {x, weight, bias or absent, residual or absent}; userdata: (K, stride, padding,
