@@ -8,7 +8,11 @@
 
 namespace {
 
-typedef float vec __attribute__((vector_size(OV_DIRECT_CONV_LANES * sizeof(float))));
+// A vector of L floats; L is picked per instruction set (16 for AVX-512, 8 for AVX2, 4 else).
+template <int L>
+struct Vec {
+    typedef float type __attribute__((vector_size(L * sizeof(float))));
+};
 
 struct ConvArgs {
     const float * x;       // [IC, T_in], row stride x_stride floats
@@ -22,14 +26,15 @@ struct ConvArgs {
     int64_t ic, oc, kernel, stride, padding, dilation;
 };
 
-// Outputs t0 .. t0+RT-1, channels oc0 .. oc0 + NV*LANES - 1: RT*NV accumulators in registers.
-template <int RT, int NV>
+// Outputs t0 .. t0+RT-1, channels oc0 .. oc0 + NV*L - 1: RT*NV accumulators in registers.
+template <int L, int RT, int NV>
 __attribute__((always_inline)) inline void conv_tile(const ConvArgs & a, int64_t t0, int64_t oc0) {
+    typedef typename Vec<L>::type vec;
     vec acc[RT][NV];
     for (int r = 0; r < RT; ++r) {
         for (int j = 0; j < NV; ++j) {
             if (a.bias) {
-                std::memcpy(&acc[r][j], a.bias + oc0 + j * OV_DIRECT_CONV_LANES, sizeof(vec));
+                std::memcpy(&acc[r][j], a.bias + oc0 + j * L, sizeof(vec));
             } else {
                 acc[r][j] = vec{};
             }
@@ -44,7 +49,7 @@ __attribute__((always_inline)) inline void conv_tile(const ConvArgs & a, int64_t
         const float * wk = a.w + k * a.ic * a.oc + oc0;
         for (int64_t i = 0; i < a.ic; ++i) {
             vec wv[NV];
-            for (int j = 0; j < NV; ++j) std::memcpy(&wv[j], wk + i * a.oc + j * OV_DIRECT_CONV_LANES, sizeof(vec));
+            for (int j = 0; j < NV; ++j) std::memcpy(&wv[j], wk + i * a.oc + j * L, sizeof(vec));
             for (int r = 0; r < RT; ++r) {
                 const float xv = rows[r][i];
                 for (int j = 0; j < NV; ++j) acc[r][j] += wv[j] * xv;
@@ -57,32 +62,58 @@ __attribute__((always_inline)) inline void conv_tile(const ConvArgs & a, int64_t
         for (int j = 0; j < NV; ++j) {
             if (res) {
                 vec rv;
-                std::memcpy(&rv, res + j * OV_DIRECT_CONV_LANES, sizeof(vec));
+                std::memcpy(&rv, res + j * L, sizeof(vec));
                 acc[r][j] += rv;
             }
-            std::memcpy(o + j * OV_DIRECT_CONV_LANES, &acc[r][j], sizeof(vec));
+            std::memcpy(o + j * L, &acc[r][j], sizeof(vec));
         }
     }
 }
 
-// Steps [t_begin, t_end) for channel block oc0 of NV vectors: full tiles of RT steps, then one
-// step at a time. RT*NV stays at 24 accumulators, which fit the 32 AVX-512 registers with the
-// weights.
-template <int NV>
-__attribute__((always_inline)) inline void conv_steps(const ConvArgs & a, int64_t t_begin, int64_t t_end, int64_t oc0) {
-    constexpr int RT = 24 / NV;
+// Steps [t_begin, t_end) for the channel block at oc0 of NV vectors: full tiles of RT steps, then
+// one step at a time. RT*NV accumulators, NV weight vectors and one broadcast fill at most the
+// REGS vector registers (at most 24 accumulators).
+template <int L, int REGS, int NV>
+__attribute__((always_inline)) inline void conv_steps(const ConvArgs & a, int64_t t_begin, int64_t t_end,
+                                                      int64_t oc0) {
+    constexpr int RT = (REGS - 1 - NV) / NV < 24 / NV ? (REGS - 1 - NV) / NV : 24 / NV;
     int64_t t = t_begin;
-    for (; t + RT <= t_end; t += RT) conv_tile<RT, NV>(a, t, oc0);
-    for (; t < t_end; ++t) conv_tile<1, NV>(a, t, oc0);
+    for (; t + RT <= t_end; t += RT) conv_tile<L, RT, NV>(a, t, oc0);
+    for (; t < t_end; ++t) conv_tile<L, 1, NV>(a, t, oc0);
 }
 
-OV_SIMD_CLONES
-void conv_range(const ConvArgs & a, int64_t t_begin, int64_t t_end) {
+// Channel blocks of NV_MAX (4 or 2), then 2 and 1 vectors (OC is a multiple of
+// OV_DIRECT_CONV_LANES >= L).
+template <int L, int REGS, int NV_MAX>
+__attribute__((always_inline)) inline void conv_range(const ConvArgs & a, int64_t t_begin, int64_t t_end) {
     int64_t oc0 = 0;
-    constexpr int64_t lanes = OV_DIRECT_CONV_LANES;
-    for (; oc0 + 4 * lanes <= a.oc; oc0 += 4 * lanes) conv_steps<4>(a, t_begin, t_end, oc0);
-    for (; oc0 + 2 * lanes <= a.oc; oc0 += 2 * lanes) conv_steps<2>(a, t_begin, t_end, oc0);
-    for (; oc0 < a.oc; oc0 += lanes) conv_steps<1>(a, t_begin, t_end, oc0);
+    for (; NV_MAX == 4 && oc0 + 4 * L <= a.oc; oc0 += 4 * L) conv_steps<L, REGS, 4>(a, t_begin, t_end, oc0);
+    for (; oc0 + 2 * L <= a.oc; oc0 += 2 * L) conv_steps<L, REGS, 2>(a, t_begin, t_end, oc0);
+    for (; oc0 < a.oc; oc0 += L) conv_steps<L, REGS, 1>(a, t_begin, t_end, oc0);
+}
+
+// One build per instruction set, with its vector width and register count (32 zmm, 16 ymm, 16
+// xmm; with 16, blocks of 4 vectors would leave tiles of 2 steps), picked once at run time.
+using ConvRangeFn = void (*)(const ConvArgs &, int64_t, int64_t);
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("arch=x86-64-v4"))) void conv_range_avx512(const ConvArgs & a, int64_t t0, int64_t t1) {
+    conv_range<16, 32, 4>(a, t0, t1);
+}
+
+__attribute__((target("arch=x86-64-v3"))) void conv_range_avx2(const ConvArgs & a, int64_t t0, int64_t t1) {
+    conv_range<8, 16, 2>(a, t0, t1);
+}
+#endif
+
+void conv_range_base(const ConvArgs & a, int64_t t0, int64_t t1) { conv_range<4, 16, 2>(a, t0, t1); }
+
+ConvRangeFn pick_conv_range() {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("x86-64-v4")) return conv_range_avx512;
+    if (__builtin_cpu_supports("x86-64-v3")) return conv_range_avx2;
+#endif
+    return conv_range_base;
 }
 
 // dst->src = {x, weight, bias or absent, residual or absent}; userdata: (K, stride, padding,
@@ -110,7 +141,8 @@ void conv_compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
 
     int64_t t0, t1;
     ov_thread_range(dst->ne[1], ith, nth, &t0, &t1);
-    if (t0 < t1) conv_range(a, t0, t1);
+    static const ConvRangeFn conv_range_best = pick_conv_range();
+    if (t0 < t1) conv_range_best(a, t0, t1);
 }
 
 }  // namespace
