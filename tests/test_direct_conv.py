@@ -28,7 +28,7 @@ def direct_weight(w: np.ndarray) -> np.ndarray:
 
 
 # (T, IC, OC, K, stride, padding, dilation): the codec's shapes in small, plus strided and
-# odd-length cases; OC 48 mixes vector blocks of 32 and 16 channels, T not a multiple of a tile.
+# odd-length cases; OC 48 and 80 mix vector blocks, T not a multiple of a tile.
 CASES = [
     (50, 8, 16, 7, 1, 3, 1),
     (61, 8, 32, 7, 1, 27, 9),
@@ -37,6 +37,9 @@ CASES = [
     (97, 3, 80, 4, 2, 1, 1),
     (100, 1, 16, 10, 5, 0, 1),
     (7, 4, 16, 3, 1, 5, 2),
+    # Reductions of 448 and 480 rows: split into chunks (64 KiB of weights per 64 channels).
+    (30, 64, 64, 7, 1, 3, 1),
+    (20, 160, 80, 3, 2, 1, 1),
 ]
 
 
