@@ -1,10 +1,15 @@
 // Our custom ggml ops exposed one at a time, for tests against numpy.
 #include <pybind11/numpy.h>
+#include <pybind11/stl.h>
 #include <pybind11/pybind11.h>
 
 #include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "bindings.h"
+#include "direct_conv.h"
 #include "errors.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
@@ -17,6 +22,34 @@ using namespace pybind11::literals;
 namespace {
 
 using F32Array = py::array_t<float, py::array::c_style | py::array::forcecast>;
+using ContextPtr = std::unique_ptr<ggml_context, decltype(&ggml_free)>;
+
+ContextPtr new_context() {
+    ggml_init_params params = {16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, /*no_alloc =*/true};
+    return ContextPtr(ggml_init(params), ggml_free);
+}
+
+// Computes `out` on a CPU backend of n_threads after uploading `inputs`; returns it as numpy
+// (ggml's shape reversed).
+F32Array run(ggml_context * ctx, ggml_tensor * out, int n_threads,
+             const std::vector<std::pair<ggml_tensor *, const float *>> & inputs) {
+    ggml_cgraph * graph = ggml_new_graph(ctx);
+    ggml_build_forward_expand(graph, out);
+    std::unique_ptr<ggml_backend, decltype(&ggml_backend_free)> cpu(ggml_backend_cpu_init(), ggml_backend_free);
+    ggml_backend_cpu_set_n_threads(cpu.get(), n_threads);
+    std::unique_ptr<ggml_backend_buffer, decltype(&ggml_backend_buffer_free)> buf(
+        ggml_backend_alloc_ctx_tensors(ctx, cpu.get()), ggml_backend_buffer_free);
+    for (const auto & [t, data] : inputs) ggml_backend_tensor_set(t, data, 0, ggml_nbytes(t));
+    {
+        py::gil_scoped_release release;
+        if (ggml_backend_graph_compute(cpu.get(), graph) != GGML_STATUS_SUCCESS) {
+            throw std::runtime_error("graph compute failed");
+        }
+    }
+    F32Array result({out->ne[1], out->ne[0]});
+    ggml_backend_tensor_get(out, result.mutable_data(), 0, ggml_nbytes(out));
+    return result;
+}
 
 // Snake on x (numpy (T, C) = ggml [C, T]) with per-channel alpha, fused or composed.
 F32Array snake(const F32Array & x, const F32Array & alpha, bool fused, int n_threads) {
@@ -24,39 +57,56 @@ F32Array snake(const F32Array & x, const F32Array & alpha, bool fused, int n_thr
         throw ov::InvalidInput("snake: x must be (T, C) with T, C >= 1 and alpha (C,)");
     }
     const int64_t n_ch = x.shape(1), n_t = x.shape(0);
-    ggml_init_params params = {16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, /*no_alloc =*/true};
-    std::unique_ptr<ggml_context, decltype(&ggml_free)> ctx(ggml_init(params), ggml_free);
+    ContextPtr ctx = new_context();
     ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, n_ch, n_t);
     ggml_tensor * at = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, n_ch);
     ggml_tensor * it = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, n_ch);
-    ggml_tensor * y = ov_snake(ctx.get(), xt, at, it, fused);
-    ggml_cgraph * graph = ggml_new_graph(ctx.get());
-    ggml_build_forward_expand(graph, y);
-
-    std::unique_ptr<ggml_backend, decltype(&ggml_backend_free)> cpu(ggml_backend_cpu_init(), ggml_backend_free);
-    ggml_backend_cpu_set_n_threads(cpu.get(), n_threads);
-    std::unique_ptr<ggml_backend_buffer, decltype(&ggml_backend_buffer_free)> buf(
-        ggml_backend_alloc_ctx_tensors(ctx.get(), cpu.get()), ggml_backend_buffer_free);
     std::vector<float> inv(n_ch);
     for (int64_t c = 0; c < n_ch; ++c) inv[c] = 1.0f / (alpha.data()[c] + 1e-9f);
-    ggml_backend_tensor_set(xt, x.data(), 0, ggml_nbytes(xt));
-    ggml_backend_tensor_set(at, alpha.data(), 0, ggml_nbytes(at));
-    ggml_backend_tensor_set(it, inv.data(), 0, ggml_nbytes(it));
-    {
-        py::gil_scoped_release release;
-        if (ggml_backend_graph_compute(cpu.get(), graph) != GGML_STATUS_SUCCESS) {
-            throw std::runtime_error("snake: graph compute failed");
-        }
+    ggml_tensor * y = ov_snake(ctx.get(), xt, at, it, fused);
+    return run(ctx.get(), y, n_threads, {{xt, x.data()}, {at, alpha.data()}, {it, inv.data()}});
+}
+
+// ov_conv_1d_direct on x (T, IC) with weight (K*IC, OC) (row k*IC + ic), optional bias (OC,) and
+// residual (T_out, OC).
+F32Array conv1d(const F32Array & x, const F32Array & weight, std::optional<F32Array> bias,
+                std::optional<F32Array> residual, int stride, int padding, int dilation, int n_threads) {
+    if (x.ndim() != 2 || weight.ndim() != 2 || x.size() == 0 || weight.shape(0) % x.shape(1) != 0 ||
+        weight.shape(1) % OV_DIRECT_CONV_LANES != 0 || stride < 1 || dilation < 1 || padding < 0) {
+        throw ov::InvalidInput("conv1d: need x (T, IC), weight (K*IC, OC) with OC a multiple of 16");
     }
-    F32Array out({n_t, n_ch});
-    ggml_backend_tensor_get(y, out.mutable_data(), 0, ggml_nbytes(y));
-    return out;
+    const int64_t n_t = x.shape(0), ic = x.shape(1), oc = weight.shape(1), kernel = weight.shape(0) / ic;
+    const int64_t t_out = (n_t + 2 * padding - dilation * (kernel - 1) - 1) / stride + 1;
+    if (t_out < 1) throw ov::InvalidInput("conv1d: input shorter than the kernel");
+    if (bias && (bias->ndim() != 1 || bias->shape(0) != oc)) throw ov::InvalidInput("conv1d: bias must be (OC,)");
+    if (residual && (residual->ndim() != 2 || residual->shape(0) != t_out || residual->shape(1) != oc)) {
+        throw ov::InvalidInput("conv1d: residual must be (T_out, OC)");
+    }
+    ContextPtr ctx = new_context();
+    ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, ic, n_t);
+    ggml_tensor * wt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, oc, kernel * ic);
+    std::vector<std::pair<ggml_tensor *, const float *>> inputs = {{xt, x.data()}, {wt, weight.data()}};
+    ggml_tensor * bt = nullptr;
+    ggml_tensor * rt = nullptr;
+    if (bias) {
+        bt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, oc);
+        inputs.push_back({bt, bias->data()});
+    }
+    if (residual) {
+        rt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, oc, t_out);
+        inputs.push_back({rt, residual->data()});
+    }
+    ggml_tensor * y = ov_conv_1d_direct(ctx.get(), xt, wt, bt, rt, (int) kernel, stride, padding, dilation);
+    return run(ctx.get(), y, n_threads, inputs);
 }
 
 void bind_ops(py::module_ & m) {
     m.def("op_snake", &snake, "x"_a, "alpha"_a, "fused"_a = true, "n_threads"_a = 2,
           "Snake y = x + sin(alpha*x)^2 / (alpha + 1e-9) on x (T, C), alpha (C,), as the codec runs it "
           "(for tests).");
+    m.def("op_conv1d", &conv1d, "x"_a, "weight"_a, "bias"_a = py::none(), "residual"_a = py::none(),
+          "stride"_a = 1, "padding"_a = 0, "dilation"_a = 1, "n_threads"_a = 2,
+          "The direct Conv1d op on x (T, IC) with weight (K*IC, OC), row k*IC + ic (for tests).");
 }
 
 const ov::Binding reg(&bind_ops);
