@@ -22,7 +22,8 @@ class _InitParams(ctypes.Structure):
 
 def _libs() -> tuple[ctypes.CDLL, ctypes.CDLL]:
     root = os.path.dirname(libggml.__file__)
-    libdir = next(os.path.join(root, d) for d in ("lib64", "lib") if os.path.exists(os.path.join(root, d, "libggml.so.0")))
+    dirs = [os.path.join(root, d) for d in ("lib64", "lib")]
+    libdir = next(d for d in dirs if os.path.exists(os.path.join(d, "libggml.so.0")))
     base = ctypes.CDLL(os.path.join(libdir, "libggml-base.so.0"))
     cpu = ctypes.CDLL(os.path.join(libdir, "libggml-cpu.so.0"))
     p = ctypes.c_void_p

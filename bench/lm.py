@@ -60,8 +60,11 @@ def step_flops(lm: _core.LM, segments: list[tuple[int, int, int]]) -> float:
     return 2.0 * (lm.n_layer * (n_tokens * per_token + attention) + heads)
 
 
-def time_ours(session: _core.LMSession, ids: np.ndarray, mask: np.ndarray, repeats: int) -> tuple[list[float], np.ndarray]:
-    logits = session.forward(ids, mask)  # warm-up (pages the weights in)
+def time_ours(
+    session: _core.LMSession, ids: np.ndarray, mask: np.ndarray, repeats: int
+) -> tuple[list[float], np.ndarray]:
+    """Wall times of `repeats` steps after one warm-up (which pages the weights in), and the logits."""
+    logits = session.forward(ids, mask)
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -71,6 +74,7 @@ def time_ours(session: _core.LMSession, ids: np.ndarray, mask: np.ndarray, repea
 
 
 def run_reference(args: argparse.Namespace, inputs: Path, repeats: int, out_logits: Path) -> dict:
+    """Runs bench/lm_ref.py in the reference venv and returns its JSON."""
     env = dict(os.environ, PYTHONPATH=str(REPO / "tests" / "reference" / "torchaudio_stub"))
     cmd = [args.ref_python, "-P", str(REPO / "bench" / "lm_ref.py"), "--model-dir", str(args.hf_dir),
            "--inputs", str(inputs), "--threads", str(args.threads), "--repeats", str(repeats),
@@ -80,6 +84,7 @@ def run_reference(args: argparse.Namespace, inputs: Path, repeats: int, out_logi
 
 
 def fmt(times: list[float]) -> str:
+    """Median and every run, in seconds."""
     return f"{statistics.median(times):7.3f} s  (runs: {' '.join(f'{t:.2f}' for t in times)})"
 
 
@@ -132,10 +137,9 @@ def main() -> None:
             ref_logits = np.load(Path(tmp) / "ref_logits.npy")
             print(f"  pytorch float32  {fmt(ref['float32']['times_s'])}   [2, 8, {s_len}] padded")
             print(f"  pytorch bfloat16 {fmt(ref['bfloat16']['times_s'])}")
-            for wtype, torch_dtype in (("F32", "float32"), ("BF16", "bfloat16"), ("Q8_0", "bfloat16")):
-                if wtype in ours:
-                    ratio = statistics.median(ours[wtype]) / ref[torch_dtype]["median_s"]
-                    print(f"  ratio ours {wtype} / pytorch {torch_dtype}: {ratio:.2f}")
+            for wtype in types:
+                ratios = (f"{statistics.median(ours[wtype]) / ref[d]['median_s']:.2f}" for d in ("float32", "bfloat16"))
+                print(f"  ratio ours {wtype} / pytorch: " + " / ".join(ratios) + "  (vs float32 / bfloat16)")
             for wtype in types:
                 err = np.abs(logits[wtype] - ref_logits).max() / np.abs(ref_logits).max()
                 print(f"  logits {wtype} vs pytorch float32: max rel diff {err:.1e}")
