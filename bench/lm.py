@@ -73,12 +73,12 @@ def time_ours(
     return times, logits
 
 
-def run_reference(args: argparse.Namespace, inputs: Path, repeats: int, out_logits: Path) -> dict:
+def run_reference(args: argparse.Namespace, inputs: Path, repeats: int, warmup: int, out_logits: Path) -> dict:
     """Runs bench/lm_ref.py in the reference venv and returns its JSON."""
     env = dict(os.environ, PYTHONPATH=str(REPO / "tests" / "reference" / "torchaudio_stub"))
     cmd = [args.ref_python, "-P", str(REPO / "bench" / "lm_ref.py"), "--model-dir", str(args.hf_dir),
            "--inputs", str(inputs), "--threads", str(args.threads), "--repeats", str(repeats),
-           "--out-logits", str(out_logits)]
+           "--warmup", str(warmup), "--out-logits", str(out_logits)]
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -131,7 +131,9 @@ def main() -> None:
                       f"{mm[wtype]:.0f} GFLOP/s (weight hidden x ffn, 512 tokens): {rate / mm[wtype]:.0%}")
             if args.no_ref:
                 continue
-            ref = run_reference(args, Path(tmp) / "inputs.npz", repeats, Path(tmp) / "ref_logits.npy")
+            # At the cloning shape a PyTorch run takes about a minute: a warm-up's overhead is noise.
+            warmup = int(shape == "auto")
+            ref = run_reference(args, Path(tmp) / "inputs.npz", repeats, warmup, Path(tmp) / "ref_logits.npy")
             ref_logits = np.load(Path(tmp) / "ref_logits.npy")
             print(f"  pytorch float32  {fmt(ref['float32']['times_s'])}   [2, 8, {s_len}] padded")
             print(f"  pytorch bfloat16 {fmt(ref['bfloat16']['times_s'])}")

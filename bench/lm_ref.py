@@ -5,7 +5,7 @@ Times one MaskGIT step of upstream's `OmniVoice.forward` on the padded [cond, un
 float32 and bfloat16, and saves the float32 logits of the two target windows.
 
 Usage (the torchaudio stand-in from tests/reference first on PYTHONPATH):
-    python lm_ref.py --model-dir DIR --inputs in.npz --threads 2 --repeats 3 --out-logits out.npy
+    python lm_ref.py --model-dir DIR --inputs in.npz --threads 2 --repeats 3 --warmup 1 --out-logits out.npy
 """
 
 from __future__ import annotations
@@ -37,16 +37,18 @@ def padded_batch(ids: np.ndarray, mask: np.ndarray, t_len: int) -> tuple[torch.T
     return input_ids, audio_mask, attention
 
 
-def time_forward(model: OmniVoice, batch: tuple[torch.Tensor, ...], repeats: int) -> tuple[list[float], torch.Tensor]:
-    """Median-ready wall times of `repeats` forwards after one warm-up, and the logits."""
+def time_forward(
+    model: OmniVoice, batch: tuple[torch.Tensor, ...], repeats: int, warmup: int
+) -> tuple[list[float], torch.Tensor]:
+    """Wall times of `repeats` forwards after `warmup` untimed ones, and the logits."""
     input_ids, audio_mask, attention = batch
+    times = []
     with torch.inference_mode():
-        logits = model(input_ids=input_ids, audio_mask=audio_mask, attention_mask=attention).logits
-        times = []
-        for _ in range(repeats):
+        for i in range(warmup + repeats):
             t0 = time.perf_counter()
-            model(input_ids=input_ids, audio_mask=audio_mask, attention_mask=attention)
-            times.append(time.perf_counter() - t0)
+            logits = model(input_ids=input_ids, audio_mask=audio_mask, attention_mask=attention).logits
+            if i >= warmup:
+                times.append(time.perf_counter() - t0)
     return times, logits.float()
 
 
@@ -57,6 +59,7 @@ def main() -> None:
     parser.add_argument("--inputs", required=True, help=".npz with ids [8, S] (int), mask [S] (bool), t_len")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1, help="untimed runs first")
     parser.add_argument("--dtypes", default="float32,bfloat16")
     parser.add_argument("--out-logits", help="write the float32 target-window logits here (.npy, [2T, 8, V])")
     args = parser.parse_args()
@@ -70,7 +73,7 @@ def main() -> None:
     result = {"shape": [2, ids.shape[0], s_len]}
     for name in args.dtypes.split(","):
         model = model.to(getattr(torch, name))
-        times, logits = time_forward(model, batch, args.repeats)
+        times, logits = time_forward(model, batch, args.repeats, args.warmup)
         result[name] = {"times_s": times, "median_s": statistics.median(times)}
         if name == "float32" and args.out_logits:
             cond = logits[0, :, s_len - t_len :]
