@@ -182,7 +182,7 @@ ggml_tensor * Qwen3Session::build_attention(ggml_tensor * q, ggml_tensor * k, gg
 
 // OmniVoice.forward (logits of the target rows only):
 //   _prepare_embed_inputs -> llm (Qwen3Model, bidirectional) -> audio_heads
-ggml_cgraph * Qwen3Session::build_graph() {
+void Qwen3Session::build_graph() {
     const Qwen3HParams & hp = model_->hparams();
     const Qwen3Weights & w = model_->weights();
     const int64_t n_tokens = n_tokens_;
@@ -285,7 +285,6 @@ ggml_cgraph * Qwen3Session::build_graph() {
     ggml_set_output(logits_);
 
     ggml_build_forward_expand(graph_, logits_);
-    return graph_;
 }
 
 void Qwen3Session::fill_inputs(const int32_t * ids, const bool * audio_mask) {
