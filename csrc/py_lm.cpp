@@ -39,7 +39,8 @@ Raises:
 static py::array_t<int32_t, py::array::c_style> as_int32(const py::array & a, const char * what) {
     const char kind = a.dtype().kind();
     if (kind != 'i' && kind != 'u') {
-        throw InvalidInput(std::string(what) + " must be an integer array, got dtype " + std::string(py::str(a.dtype())));
+        throw InvalidInput(std::string(what) + " must be an integer array, got dtype " +
+                           std::string(py::str(a.dtype())));
     }
     if (a.dtype().is(py::dtype::of<int32_t>())) {
         return py::array_t<int32_t, py::array::c_style | py::array::forcecast>::ensure(a);
@@ -108,9 +109,9 @@ static void bind_lm(py::module_ & m) {
                                [](const Qwen3Model & lm) { return lm.hparams().audio_codebook_weights; })
         .def(
             "session",
-            [](const std::shared_ptr<Qwen3Model> & lm, const std::vector<std::tuple<int64_t, int64_t, int64_t>> & segs) {
+            [](const std::shared_ptr<Qwen3Model> & lm, const std::vector<std::tuple<int64_t, int64_t, int64_t>> & s) {
                 std::vector<PackedSegment> packed;
-                for (const auto & [length, target_start, target_len] : segs) {
+                for (const auto & [length, target_start, target_len] : s) {
                     packed.push_back({length, target_start, target_len});
                 }
                 py::gil_scoped_release release;
@@ -120,8 +121,8 @@ static void bind_lm(py::module_ & m) {
             "Build the graph for one packing. `segments` is a list of (length, target_start, target_len): "
             "each segment attends only within itself and its positions start at 0.");
 
-    py::class_<Qwen3Session, std::shared_ptr<Qwen3Session>>(m, "LMSession",
-                                                            "A fixed packing of segments with its graph allocated once.")
+    py::class_<Qwen3Session, std::shared_ptr<Qwen3Session>>(
+        m, "LMSession", "A fixed packing of segments with its graph allocated once.")
         .def_property_readonly("n_tokens", &Qwen3Session::n_tokens)
         .def_property_readonly("n_target", &Qwen3Session::n_target)
         .def_property_readonly("segments",

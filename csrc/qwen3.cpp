@@ -182,7 +182,7 @@ ggml_tensor * Qwen3Session::build_attention(ggml_tensor * q, ggml_tensor * k, gg
 
 // OmniVoice.forward (logits of the target rows only):
 //   _prepare_embed_inputs -> llm (Qwen3Model, bidirectional) -> audio_heads
-ggml_cgraph * Qwen3Session::build_graph() {
+void Qwen3Session::build_graph() {
     const Qwen3HParams & hp = model_->hparams();
     const Qwen3Weights & w = model_->weights();
     const int64_t n_tokens = n_tokens_;
@@ -212,7 +212,8 @@ ggml_cgraph * Qwen3Session::build_graph() {
     // only (the other gets a harmless index), so the keep masks select exactly one of the two.
     ggml_tensor * text_emb = ggml_get_rows(ctx_, w.embed_tokens, text_ids_);  // [n_embd, n_tokens]
     ggml_set_name(text_emb, "embd.text");
-    ggml_tensor * audio_rows = ggml_get_rows(ctx_, w.audio_embeddings, ggml_reshape_1d(ctx_, audio_ids_, n_tokens * hp.n_codebook));
+    ggml_tensor * audio_rows =
+        ggml_get_rows(ctx_, w.audio_embeddings, ggml_reshape_1d(ctx_, audio_ids_, n_tokens * hp.n_codebook));
     ggml_set_name(audio_rows, "embd.audio_rows");  // [n_embd, n_tokens * n_codebook], codebook-major
     ggml_tensor * audio_emb = nullptr;             // [n_embd, n_tokens]
     for (int64_t cb = 0; cb < hp.n_codebook; ++cb) {
@@ -284,7 +285,6 @@ ggml_cgraph * Qwen3Session::build_graph() {
     ggml_set_output(logits_);
 
     ggml_build_forward_expand(graph_, logits_);
-    return graph_;
 }
 
 void Qwen3Session::fill_inputs(const int32_t * ids, const bool * audio_mask) {

@@ -110,7 +110,7 @@ public:
     void forward(const int32_t * ids, const bool * audio_mask, float * logits);
 
 private:
-    ggml_cgraph * build_graph();
+    void build_graph();
     ggml_tensor * build_attention(ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, int il);
     void fill_inputs(const int32_t * ids, const bool * audio_mask);
 

@@ -37,6 +37,7 @@ def gguf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def converted(gguf_dir: Path, outtype: str) -> Path:
+    """The tiny checkpoint converted to an LM GGUF of `outtype` (once per test module)."""
     path = gguf_dir / f"omnivoice-base-{outtype}.gguf"
     if not path.exists():
         convert_lm(DATA / "tiny_hf", path, outtype)
@@ -83,6 +84,7 @@ def upstream_target_logits(fx: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def max_rel_err(got: np.ndarray, want: np.ndarray) -> float:
+    """max |got - want| relative to max |want|."""
     return float(np.abs(got - want).max() / np.abs(want).max())
 
 
@@ -91,7 +93,9 @@ def test_target_logits_match_upstream(
     outtype: str, gguf_dir: Path, backend: _core.Backend, fixture: dict[str, np.ndarray]
 ) -> None:
     lm = _core.LM(str(converted(gguf_dir, outtype)), backend)
-    segments, ids, mask = padded_rows_to_segments(fixture["input_ids"], fixture["audio_mask"], fixture["attention_mask"])
+    segments, ids, mask = padded_rows_to_segments(
+        fixture["input_ids"], fixture["audio_mask"], fixture["attention_mask"]
+    )
     session = lm.session(segments)
     logits = session.forward(ids, mask)
 
@@ -103,7 +107,9 @@ def test_target_logits_match_upstream(
 
 def test_steps_reuse_the_session(lm: _core.LM, fixture: dict[str, np.ndarray]) -> None:
     # A second step with other target tokens must not see anything of the first.
-    segments, ids, mask = padded_rows_to_segments(fixture["input_ids"], fixture["audio_mask"], fixture["attention_mask"])
+    segments, ids, mask = padded_rows_to_segments(
+        fixture["input_ids"], fixture["audio_mask"], fixture["attention_mask"]
+    )
     session = lm.session(segments)
     other = ids.copy()
     other[:, mask] = np.random.default_rng(0).integers(0, 1024, (ids.shape[0], int(mask.sum())))
@@ -197,7 +203,8 @@ def rewrite_gguf(src: Path, dst: Path, drop: str | None = None, extra: str | Non
             writer.add_key_value(field.name, value, vtype)
     for t in reader.tensors:
         if t.name != drop:
-            writer.add_tensor(t.name, np.asarray(t.data), raw_shape=list(reversed(t.shape.tolist())), raw_dtype=t.tensor_type)
+            shape = list(reversed(t.shape.tolist()))
+            writer.add_tensor(t.name, np.asarray(t.data), raw_shape=shape, raw_dtype=t.tensor_type)
     if extra:
         writer.add_tensor(extra, np.zeros(4, dtype=np.float32))
     writer.write_header_to_file()
