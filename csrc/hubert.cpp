@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "channel_norm.h"
 #include "gelu_erf.h"
+#include "norm.h"
 
 #include "errors.h"
 
@@ -74,7 +74,7 @@ void LayerNorm::load(GGUFFile & file, const std::string & prefix, int64_t n, flo
 }
 
 ggml_tensor * LayerNorm::forward(ggml_context * ctx, ggml_tensor * x) const {
-    return ggml_add(ctx, ggml_mul(ctx, ggml_norm(ctx, x, eps), weight), bias);
+    return ov_layer_norm(ctx, x, weight, bias, eps);
 }
 
 HubertWeights HubertWeights::load(GGUFFile & file, DerivedWeights & derived, const HubertHParams & hp,
@@ -156,7 +156,7 @@ ggml_tensor * build_hubert(ggml_context * ctx, const HubertWeights & w, const Hu
         pos = ggml_cont(ctx, ggml_permute(ctx, pos, 0, 2, 1, 3));              // [C/g, g, T']
         pos = ggml_reshape_2d(ctx, pos, C, T_pad);                             // [C, T']
         pos = ggml_view_2d(ctx, pos, C, T, pos->nb[1], 0);                     // [C, T]
-        pos = ov_gelu_erf(ctx, ggml_add(ctx, pos, w.pos_conv_b));
+        pos = ov_gelu_erf(ctx, pos, w.pos_conv_b);  // the view is the contiguous first T steps
         set_name(pos, "hubert.pos_conv");
         cur = ggml_add(ctx, cur, pos);
     }
@@ -188,7 +188,9 @@ ggml_tensor * build_hubert(ggml_context * ctx, const HubertWeights & w, const Hu
 
         // HubertFeedForward, then final_layer_norm over the residual sum
         {
-            ggml_tensor * ff = ov_gelu_erf(ctx, l.intermediate_dense.forward(ctx, cur));  // [n_ff, T]
+            // intermediate_dense with its bias added inside the GELU op
+            ggml_tensor * ff = ov_gelu_erf(ctx, ggml_mul_mat(ctx, l.intermediate_dense.weight, cur),
+                                           l.intermediate_dense.bias);  // [n_ff, T]
             ff = l.output_dense.forward(ctx, ff);
             cur = l.final_layer_norm.forward(ctx, ggml_add(ctx, cur, ff));
         }

@@ -40,8 +40,7 @@ SemanticEncoderHParams SemanticEncoderHParams::load(const GGUFFile & file, int c
 
 ggml_tensor * SemanticResidualUnit::forward(ggml_context * ctx, ggml_tensor * x) const {
     ggml_tensor * y = conv1.forward(ctx, ggml_elu(ctx, x));
-    y = conv2.forward(ctx, ggml_elu(ctx, y));
-    return ggml_add(ctx, x, y);
+    return conv2.forward(ctx, ggml_elu(ctx, y), x);
 }
 
 void SemanticEncoder::load(GGUFFile & file, DerivedWeights & derived, const SemanticEncoderHParams & hp,

@@ -1,4 +1,4 @@
-#include "channel_norm.h"
+#include "norm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +13,55 @@
 #endif
 
 namespace {
+
+void * pack_eps(float eps) {
+    uint32_t bits;
+    std::memcpy(&bits, &eps, sizeof(bits));
+    return (void *) (uintptr_t) bits;
+}
+
+float unpack_eps(void * userdata) {
+    const uint32_t bits = (uint32_t) (uintptr_t) userdata;
+    float eps;
+    std::memcpy(&eps, &bits, sizeof(eps));
+    return eps;
+}
+
+// Mean and biased variance of n values, accumulated in double.
+OV_SIMD_CLONES
+void moments(const float * x, int64_t n, double * mean, double * var) {
+    double s = 0.0, s2 = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        s += x[i];
+        s2 += (double) x[i] * x[i];
+    }
+    *mean = s / (double) n;
+    *var = std::max(s2 / (double) n - *mean * *mean, 0.0);
+}
+
+OV_SIMD_CLONES
+void normalize_row(float * y, const float * x, const float * w, const float * b, float mean, float rstd, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
+}
+
+// dst: [C, T]; src: x, weight, bias; userdata: eps. Thread ith of nth owns a range of time steps.
+void layer_norm_compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const ggml_tensor * x = dst->src[0];
+    const float * weight = (const float *) dst->src[1]->data;
+    const float * bias = (const float *) dst->src[2]->data;
+    const float eps = unpack_eps(userdata);
+    const int64_t n_ch = x->ne[0], n_t = x->ne[1];
+    const int64_t per_thread = (n_t + nth - 1) / nth;
+    const int64_t t0 = per_thread * ith < n_t ? per_thread * ith : n_t;
+    const int64_t t1 = t0 + per_thread < n_t ? t0 + per_thread : n_t;
+    for (int64_t t = t0; t < t1; ++t) {
+        const float * src = (const float *) ((const char *) x->data + t * x->nb[1]);
+        double mean, var;
+        moments(src, n_ch, &mean, &var);
+        normalize_row((float *) ((char *) dst->data + t * dst->nb[1]), src, weight, bias, (float) mean,
+                      (float) (1.0 / std::sqrt(var + eps)), n_ch);
+    }
+}
 
 // acc[c] += x[c] and acc2[c] += x[c]^2 over one time step's channels, in double: the sums run
 // over tens of thousands of steps.
@@ -30,15 +79,13 @@ void scale_shift(float * y, const float * x, const float * scale, const float * 
     for (int64_t c = 0; c < n; ++c) y[c] = x[c] * scale[c] + shift[c];
 }
 
-// dst: [C, T]; src: x, weight, bias; userdata: eps as float bits. Thread ith of nth owns a range
-// of channels and walks every time step for it.
+// dst: [C, T]; src: x, weight, bias; userdata: eps. Thread ith of nth owns a range of channels
+// and walks every time step for it.
 void channel_norm_compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
     const ggml_tensor * x = dst->src[0];
     const float * weight = (const float *) dst->src[1]->data;
     const float * bias = (const float *) dst->src[2]->data;
-    float eps;
-    const uint32_t bits = (uint32_t) (uintptr_t) userdata;
-    std::memcpy(&eps, &bits, sizeof(eps));
+    const float eps = unpack_eps(userdata);
 
     const int64_t n_ch = x->ne[0], n_t = x->ne[1];
     const int64_t per_thread = (n_ch + nth - 1) / nth;
@@ -68,14 +115,21 @@ void channel_norm_compute(ggml_tensor * dst, int ith, int nth, void * userdata) 
 
 }  // namespace
 
+ggml_tensor * ov_layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * weight, ggml_tensor * bias, float eps) {
+    GGML_ASSERT(x->type == GGML_TYPE_F32 && x->nb[0] == sizeof(float) && ggml_n_dims(x) <= 2);
+    GGML_ASSERT(weight->type == GGML_TYPE_F32 && ggml_nelements(weight) == x->ne[0]);
+    GGML_ASSERT(bias->type == GGML_TYPE_F32 && ggml_nelements(bias) == x->ne[0]);
+    ggml_tensor * args[] = {x, weight, bias};
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], 1, 1, args, 3, layer_norm_compute,
+                          GGML_N_TASKS_MAX, pack_eps(eps));
+}
+
 ggml_tensor * ov_channel_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * weight, ggml_tensor * bias,
                               float eps) {
     GGML_ASSERT(x->type == GGML_TYPE_F32 && x->nb[0] == sizeof(float) && ggml_n_dims(x) <= 2);
     GGML_ASSERT(weight->type == GGML_TYPE_F32 && ggml_nelements(weight) == x->ne[0]);
     GGML_ASSERT(bias->type == GGML_TYPE_F32 && ggml_nelements(bias) == x->ne[0]);
-    uint32_t bits;
-    std::memcpy(&bits, &eps, sizeof(bits));
     ggml_tensor * args[] = {x, weight, bias};
     return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], 1, 1, args, 3, channel_norm_compute,
-                          GGML_N_TASKS_MAX, (void *) (uintptr_t) bits);
+                          GGML_N_TASKS_MAX, pack_eps(eps));
 }
