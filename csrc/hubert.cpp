@@ -2,22 +2,15 @@
 
 #include <cmath>
 
+#include "errors.h"
 #include "gelu_erf.h"
 #include "norm.h"
-
-#include "errors.h"
 
 namespace ov {
 
 namespace {
 
 const char * kKey = "omnivoice.semantic.";
-
-std::vector<int> int_array(const GGUFFile & file, const std::string & key) {
-    std::vector<int> out;
-    for (int64_t v : file.get_int_array(key)) out.push_back((int) v);
-    return out;
-}
 
 void set_name(ggml_tensor * t, const std::string & name) { ggml_set_name(t, name.c_str()); }
 
@@ -30,9 +23,9 @@ HubertHParams HubertHParams::load(const GGUFFile & file) {
     hp.n_ff = (int) file.get_u32(k + "intermediate_size");
     hp.n_head = (int) file.get_u32(k + "num_attention_heads");
     hp.n_layer = (int) file.get_u32(k + "num_hidden_layers");
-    hp.conv_dim = int_array(file, k + "conv_dim");
-    hp.conv_kernel = int_array(file, k + "conv_kernel");
-    hp.conv_stride = int_array(file, k + "conv_stride");
+    hp.conv_dim = file.get_int_array(k + "conv_dim");
+    hp.conv_kernel = file.get_int_array(k + "conv_kernel");
+    hp.conv_stride = file.get_int_array(k + "conv_stride");
     hp.n_pos_conv = (int) file.get_u32(k + "num_conv_pos_embeddings");
     hp.n_pos_groups = (int) file.get_u32(k + "num_conv_pos_embedding_groups");
     hp.eps = file.get_f32(k + "layer_norm_eps");
@@ -85,7 +78,8 @@ HubertWeights HubertWeights::load(GGUFFile & file, DerivedWeights & derived, con
     for (size_t i = 0; i < hp.conv_dim.size(); ++i) {
         const std::string p = prefix + "feature_extractor.conv_layers." + std::to_string(i) + ".";
         Conv1d conv;
-        conv.load(file, derived, p + "conv", in_ch, hp.conv_dim[i], hp.conv_kernel[i], hp.conv_stride[i], 0, 1, false);
+        conv.load(file, derived, p + "conv", in_ch, hp.conv_dim[i], (int) hp.conv_kernel[i], (int) hp.conv_stride[i],
+                  0, 1, false);
         w.conv.push_back(conv);
         if (i == 0) {
             w.group_norm_w = file.tensor(p + "layer_norm.weight", {hp.conv_dim[i]}, {GGML_TYPE_F32});
@@ -132,10 +126,10 @@ ggml_tensor * build_hubert(ggml_context * ctx, const HubertWeights & w, const Hu
         cur = ov_gelu_erf(ctx, cur);
         set_name(cur, "hubert.conv" + std::to_string(i));
     }
+    ggml_set_name(cur, "hubert.conv_out");  // the extractor's output, whatever its depth
     const int64_t T = cur->ne[1];
 
     // HubertFeatureProjection
-    ggml_set_name(cur, "hubert.conv_out");
     cur = w.proj_norm.forward(ctx, cur);
     cur = w.projection.forward(ctx, cur);  // [C, T]
     set_name(cur, "hubert.proj");

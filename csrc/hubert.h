@@ -3,6 +3,7 @@
 // HubertModel with feat_extract_norm "group" and do_stable_layer_norm false): a strided conv
 // feature extractor, a projection, a grouped positional conv and post-LN transformer layers.
 // The tokenizer consumes the mean of all hidden states, so that is what the graph returns.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,7 @@ struct HubertHParams {
     int n_ff = 0;        // intermediate_size
     int n_head = 0;      // num_attention_heads
     int n_layer = 0;     // num_hidden_layers
-    std::vector<int> conv_dim, conv_kernel, conv_stride;
+    std::vector<int64_t> conv_dim, conv_kernel, conv_stride;
     int n_pos_conv = 0;  // num_conv_pos_embeddings (kernel of the positional conv)
     int n_pos_groups = 0;
     float eps = 0.0f;    // layer_norm_eps

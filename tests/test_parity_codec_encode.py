@@ -147,6 +147,19 @@ def test_decode_only_file_cannot_encode(tmp_path: Path, ref: dict[str, np.ndarra
         _core.Codec(str(path), _core.Backend(1)).encode(ref["audio_24k"], ref["audio_16k"])
 
 
+def test_f16_codec_encodes_close_to_reference(tmp_path: Path, ref: dict[str, np.ndarray]) -> None:
+    from omnivoice.convert import convert_codec
+
+    path = tmp_path / "tiny-F16.gguf"
+    convert_codec(TINY_CODEC, path, codec_type="F16")
+    codes = AudioTokenizer.from_file(path, n_threads=2).encode(ref["audio_24k"], 24000)
+    # F16 weights move the latent by ~1e-3 relative: the first codebooks hold, late residual
+    # ones may flip a few entries.
+    assert codes.shape == ref["codes"].shape
+    np.testing.assert_array_equal(codes[:4], ref["codes"][:4])
+    assert (codes == ref["codes"]).mean() > 0.9
+
+
 def test_cli_round_trip(tiny_codec_gguf: Path, tmp_path: Path, ref: dict[str, np.ndarray]) -> None:
     wav = tmp_path / "clip.wav"
     # A 48 kHz float file of the fixture signal plus half a frame the CLI drops.
