@@ -15,6 +15,7 @@
 #include "ggml-cpu.h"
 #include "gelu_erf.h"
 #include "norm.h"
+#include "rvq_nearest.h"
 #include "snake.h"
 
 namespace py = pybind11;
@@ -25,8 +26,8 @@ namespace {
 using F32Array = py::array_t<float, py::array::c_style | py::array::forcecast>;
 
 // Builds one op with `build` on float32 inputs (numpy (T, C) = ggml [C, T], or 1-D), runs it on
-// a CPU backend with n_threads and returns its output as numpy (T, C).
-F32Array run_op(const std::vector<F32Array> & inputs,
+// a CPU backend with n_threads and returns its output as numpy (T, C) (F32), or (T,) (I32).
+py::array run_op(const std::vector<F32Array> & inputs,
                 const std::function<ggml_tensor *(ggml_context *, const std::vector<ggml_tensor *> &)> & build,
                 int n_threads) {
     ggml_init_params params = {16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, /*no_alloc =*/true};
@@ -51,7 +52,8 @@ F32Array run_op(const std::vector<F32Array> & inputs,
             throw std::runtime_error(std::string(ggml_op_desc(y)) + ": graph compute failed");
         }
     }
-    F32Array out({y->ne[1], y->ne[0]});
+    py::array out = y->type == GGML_TYPE_I32 ? py::array(py::array_t<int32_t>(y->ne[0]))
+                                             : py::array(F32Array({y->ne[1], y->ne[0]}));
     ggml_backend_tensor_get(y, out.mutable_data(), 0, ggml_nbytes(y));
     return out;
 }
@@ -64,7 +66,7 @@ void check_tc(const char * op, const F32Array & x, std::initializer_list<const F
 }
 
 // Snake on x (numpy (T, C) = ggml [C, T]) with per-channel alpha, fused or composed.
-F32Array snake(const F32Array & x, const F32Array & alpha, bool fused, int n_threads) {
+py::array snake(const F32Array & x, const F32Array & alpha, bool fused, int n_threads) {
     check_tc("snake", x, {&alpha});
     F32Array inv(alpha.shape(0));
     for (py::ssize_t c = 0; c < alpha.shape(0); ++c) inv.mutable_data()[c] = 1.0f / (alpha.data()[c] + 1e-9f);
@@ -76,7 +78,7 @@ F32Array snake(const F32Array & x, const F32Array & alpha, bool fused, int n_thr
 }
 
 // Exact GELU of x (+ bias per channel).
-F32Array gelu_erf(const F32Array & x, const std::optional<F32Array> & bias, int n_threads) {
+py::array gelu_erf(const F32Array & x, const std::optional<F32Array> & bias, int n_threads) {
     if (bias) check_tc("gelu_erf", x, {&*bias});
     else check_tc("gelu_erf", x, {});
     std::vector<F32Array> inputs = {x};
@@ -89,13 +91,25 @@ F32Array gelu_erf(const F32Array & x, const std::optional<F32Array> & bias, int 
 }
 
 // LayerNorm over channels (per_step) or GroupNorm with a group per channel (over time).
-F32Array norm(const F32Array & x, const F32Array & weight, const F32Array & bias, float eps, bool over_time,
+py::array norm(const F32Array & x, const F32Array & weight, const F32Array & bias, float eps, bool over_time,
               int n_threads) {
     check_tc("norm", x, {&weight, &bias});
     return run_op({x, weight, bias},
                   [eps, over_time](ggml_context * ctx, const std::vector<ggml_tensor *> & t) {
                       return over_time ? ov_channel_norm(ctx, t[0], t[1], t[2], eps)
                                        : ov_layer_norm(ctx, t[0], t[1], t[2], eps);
+                  },
+                  n_threads);
+}
+
+// Nearest codebook entry per frame of h (T, dim) in embed (n_entries, dim).
+py::array rvq_nearest(const F32Array & h, const F32Array & embed, int n_threads) {
+    if (h.ndim() != 2 || embed.ndim() != 2 || h.size() == 0 || embed.size() == 0 || h.shape(1) != embed.shape(1)) {
+        throw ov::InvalidInput("rvq_nearest: h must be (T, dim) and embed (n_entries, dim), non-empty");
+    }
+    return run_op({h, embed},
+                  [](ggml_context * ctx, const std::vector<ggml_tensor *> & t) {
+                      return ov_rvq_nearest(ctx, t[0], t[1]);
                   },
                   n_threads);
 }
@@ -109,6 +123,9 @@ void bind_ops(py::module_ & m) {
     m.def("op_norm", &norm, "x"_a, "weight"_a, "bias"_a, "eps"_a, "over_time"_a, "n_threads"_a = 2,
           "Affine normalisation of x (T, C): over C per step (LayerNorm) or, with over_time, over T per "
           "channel (GroupNorm with a group per channel), as HuBERT runs them (for tests).");
+    m.def("op_rvq_nearest", &rvq_nearest, "h"_a, "embed"_a, "n_threads"_a = 2,
+          "Index of the nearest embed row (n_entries, dim) for each row of h (T, dim), by the reference's "
+          "distance formula, first index on ties (for tests).");
 }
 
 const ov::Binding reg(&bind_ops);

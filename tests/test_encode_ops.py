@@ -1,4 +1,5 @@
-"""HuBERT's custom ops (erf GELU with bias, LayerNorm, per-channel GroupNorm) vs numpy in float64."""
+"""The encoder's custom ops (erf GELU with bias, LayerNorm, per-channel GroupNorm, nearest codebook
+entry) vs numpy in float64."""
 
 from __future__ import annotations
 
@@ -55,3 +56,20 @@ def test_ops_bad_input() -> None:
         _core.op_gelu_erf(x, np.zeros(2, np.float32))
     with pytest.raises(ValueError, match="norm"):
         _core.op_norm(x, np.ones(3, np.float32), np.zeros(2, np.float32), EPS, False)
+
+
+def test_rvq_nearest_matches_numpy() -> None:
+    rng = np.random.default_rng(3)
+    embed = rng.standard_normal((1024, 8)).astype(np.float32)
+    h = rng.standard_normal((257, 8)).astype(np.float32)
+    d = h.astype(np.float64)
+    e = embed.astype(np.float64)
+    dist = (d**2).sum(1, keepdims=True) - 2 * d @ e.T + (e**2).sum(1)
+    np.testing.assert_array_equal(_core.op_rvq_nearest(h, embed), dist.argmin(1))
+
+
+def test_rvq_nearest_ties_take_the_first_entry() -> None:
+    embed = np.array([[1, 0], [0, 1], [1, 0], [0, 1]], np.float32)
+    h = np.array([[2, 0], [0, 3], [1, 1]], np.float32)  # the last is equidistant from all four
+    np.testing.assert_array_equal(_core.op_rvq_nearest(h, embed), [0, 1, 0])
+    np.testing.assert_array_equal(_core.op_rvq_nearest(h, embed, n_threads=1), [0, 1, 0])
