@@ -34,8 +34,9 @@ std::vector<int32_t> codes_from_python(const ov::Codec & codec, const py::array 
     std::vector<int32_t> out((size_t) wide.size());
     for (size_t i = 0; i < out.size(); ++i) {
         if (p[i] < 0 || p[i] >= hp.codebook_size) {
-            throw ov::InvalidInput("code " + std::to_string(p[i]) + " at codebook " + std::to_string(i / codes.shape(1)) +
-                                   ", frame " + std::to_string(i % codes.shape(1)) + " is outside [0, " +
+            throw ov::InvalidInput("code " + std::to_string(p[i]) + " at codebook " +
+                                   std::to_string(i / codes.shape(1)) + ", frame " +
+                                   std::to_string(i % codes.shape(1)) + " is outside [0, " +
                                    std::to_string(hp.codebook_size) + ")");
         }
         out[i] = (int32_t) p[i];

@@ -1,19 +1,20 @@
 // Our custom ggml ops exposed one at a time, for tests against numpy.
 #include <pybind11/numpy.h>
-#include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <pybind11/pybind11.h>
 
-#include <functional>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "bindings.h"
+#include "direct_conv.h"
 #include "errors.h"
+#include "gelu_erf.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
-#include "gelu_erf.h"
 #include "norm.h"
 #include "rvq_nearest.h"
 #include "snake.h"
@@ -24,38 +25,83 @@ using namespace pybind11::literals;
 namespace {
 
 using F32Array = py::array_t<float, py::array::c_style | py::array::forcecast>;
+using ContextPtr = std::unique_ptr<ggml_context, decltype(&ggml_free)>;
 
-// Builds one op with `build` on float32 inputs (numpy (T, C) = ggml [C, T], or 1-D), runs it on
-// a CPU backend with n_threads and returns its output as numpy (T, C) (F32), or (T,) (I32).
-py::array run_op(const std::vector<F32Array> & inputs,
-                const std::function<ggml_tensor *(ggml_context *, const std::vector<ggml_tensor *> &)> & build,
-                int n_threads) {
+ContextPtr new_context() {
     ggml_init_params params = {16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, /*no_alloc =*/true};
-    std::unique_ptr<ggml_context, decltype(&ggml_free)> ctx(ggml_init(params), ggml_free);
-    std::vector<ggml_tensor *> ts;
-    for (const F32Array & a : inputs) {
-        ts.push_back(a.ndim() == 1 ? ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, a.shape(0))
-                                   : ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, a.shape(1), a.shape(0)));
-    }
-    ggml_tensor * y = build(ctx.get(), ts);
-    ggml_cgraph * graph = ggml_new_graph(ctx.get());
-    ggml_build_forward_expand(graph, y);
+    return ContextPtr(ggml_init(params), ggml_free);
+}
 
+// Computes `out` on a CPU backend of n_threads after uploading `inputs`; returns it as numpy
+// (ggml's shape reversed): float32 (T, C), or int32 (T,) for an I32 result.
+py::array run(ggml_context * ctx, ggml_tensor * out, int n_threads,
+             const std::vector<std::pair<ggml_tensor *, const float *>> & inputs) {
+    ggml_cgraph * graph = ggml_new_graph(ctx);
+    ggml_build_forward_expand(graph, out);
     std::unique_ptr<ggml_backend, decltype(&ggml_backend_free)> cpu(ggml_backend_cpu_init(), ggml_backend_free);
     ggml_backend_cpu_set_n_threads(cpu.get(), n_threads);
     std::unique_ptr<ggml_backend_buffer, decltype(&ggml_backend_buffer_free)> buf(
-        ggml_backend_alloc_ctx_tensors(ctx.get(), cpu.get()), ggml_backend_buffer_free);
-    for (size_t i = 0; i < ts.size(); ++i) ggml_backend_tensor_set(ts[i], inputs[i].data(), 0, ggml_nbytes(ts[i]));
+        ggml_backend_alloc_ctx_tensors(ctx, cpu.get()), ggml_backend_buffer_free);
+    for (const auto & [t, data] : inputs) ggml_backend_tensor_set(t, data, 0, ggml_nbytes(t));
     {
         py::gil_scoped_release release;
         if (ggml_backend_graph_compute(cpu.get(), graph) != GGML_STATUS_SUCCESS) {
-            throw std::runtime_error(std::string(ggml_op_desc(y)) + ": graph compute failed");
+            throw std::runtime_error("graph compute failed");
         }
     }
-    py::array out = y->type == GGML_TYPE_I32 ? py::array(py::array_t<int32_t>(y->ne[0]))
-                                             : py::array(F32Array({y->ne[1], y->ne[0]}));
-    ggml_backend_tensor_get(y, out.mutable_data(), 0, ggml_nbytes(y));
-    return out;
+    py::array result = out->type == GGML_TYPE_I32 ? py::array(py::array_t<int32_t>(out->ne[0]))
+                                                  : py::array(F32Array({out->ne[1], out->ne[0]}));
+    ggml_backend_tensor_get(out, result.mutable_data(), 0, ggml_nbytes(out));
+    return result;
+}
+
+// Snake on x (numpy (T, C) = ggml [C, T]) with per-channel alpha, fused or composed.
+py::array snake(const F32Array & x, const F32Array & alpha, bool fused, int n_threads) {
+    if (x.ndim() != 2 || alpha.ndim() != 1 || alpha.shape(0) != x.shape(1) || x.size() == 0) {
+        throw ov::InvalidInput("snake: x must be (T, C) with T, C >= 1 and alpha (C,)");
+    }
+    const int64_t n_ch = x.shape(1), n_t = x.shape(0);
+    ContextPtr ctx = new_context();
+    ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, n_ch, n_t);
+    ggml_tensor * at = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, n_ch);
+    ggml_tensor * it = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, n_ch);
+    std::vector<float> inv(n_ch);
+    for (int64_t c = 0; c < n_ch; ++c) inv[c] = 1.0f / (alpha.data()[c] + 1e-9f);
+    ggml_tensor * y = ov_snake(ctx.get(), xt, at, it, fused);
+    return run(ctx.get(), y, n_threads, {{xt, x.data()}, {at, alpha.data()}, {it, inv.data()}});
+}
+
+// ov_conv_1d_direct on x (T, IC) with weight (K*IC, OC) (row k*IC + ic), optional bias (OC,) and
+// residual (T_out, OC).
+py::array conv1d(const F32Array & x, const F32Array & weight, std::optional<F32Array> bias,
+                std::optional<F32Array> residual, int stride, int padding, int dilation, int n_threads) {
+    if (x.ndim() != 2 || weight.ndim() != 2 || x.size() == 0 || weight.shape(0) % x.shape(1) != 0 ||
+        weight.shape(1) % OV_DIRECT_CONV_LANES != 0 || stride < 1 || dilation < 1 || padding < 0) {
+        throw ov::InvalidInput("conv1d: need x (T, IC), weight (K*IC, OC) with OC a multiple of 16");
+    }
+    const int64_t n_t = x.shape(0), ic = x.shape(1), oc = weight.shape(1), kernel = weight.shape(0) / ic;
+    const int64_t t_out = (n_t + 2 * padding - dilation * (kernel - 1) - 1) / stride + 1;
+    if (t_out < 1) throw ov::InvalidInput("conv1d: input shorter than the kernel");
+    if (bias && (bias->ndim() != 1 || bias->shape(0) != oc)) throw ov::InvalidInput("conv1d: bias must be (OC,)");
+    if (residual && (residual->ndim() != 2 || residual->shape(0) != t_out || residual->shape(1) != oc)) {
+        throw ov::InvalidInput("conv1d: residual must be (T_out, OC)");
+    }
+    ContextPtr ctx = new_context();
+    ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, ic, n_t);
+    ggml_tensor * wt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, oc, kernel * ic);
+    std::vector<std::pair<ggml_tensor *, const float *>> inputs = {{xt, x.data()}, {wt, weight.data()}};
+    ggml_tensor * bt = nullptr;
+    ggml_tensor * rt = nullptr;
+    if (bias) {
+        bt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, oc);
+        inputs.push_back({bt, bias->data()});
+    }
+    if (residual) {
+        rt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, oc, t_out);
+        inputs.push_back({rt, residual->data()});
+    }
+    ggml_tensor * y = ov_conv_1d_direct(ctx.get(), xt, wt, bt, rt, (int) kernel, stride, padding, dilation);
+    return run(ctx.get(), y, n_threads, inputs);
 }
 
 // Throws unless x is (T, C) with T, C >= 1 and every vector in `per_channel` is (C,).
@@ -65,41 +111,32 @@ void check_tc(const char * op, const F32Array & x, std::initializer_list<const F
     if (!ok) throw ov::InvalidInput(std::string(op) + ": x must be (T, C) with T, C >= 1 and each vector (C,)");
 }
 
-// Snake on x (numpy (T, C) = ggml [C, T]) with per-channel alpha, fused or composed.
-py::array snake(const F32Array & x, const F32Array & alpha, bool fused, int n_threads) {
-    check_tc("snake", x, {&alpha});
-    F32Array inv(alpha.shape(0));
-    for (py::ssize_t c = 0; c < alpha.shape(0); ++c) inv.mutable_data()[c] = 1.0f / (alpha.data()[c] + 1e-9f);
-    return run_op({x, alpha, inv},
-                  [fused](ggml_context * ctx, const std::vector<ggml_tensor *> & t) {
-                      return ov_snake(ctx, t[0], t[1], t[2], fused);
-                  },
-                  n_threads);
-}
-
-// Exact GELU of x (+ bias per channel).
-py::array gelu_erf(const F32Array & x, const std::optional<F32Array> & bias, int n_threads) {
+// Exact GELU of x (T, C), plus bias (C,) first when given.
+py::array gelu_erf(const F32Array & x, std::optional<F32Array> bias, int n_threads) {
     if (bias) check_tc("gelu_erf", x, {&*bias});
     else check_tc("gelu_erf", x, {});
-    std::vector<F32Array> inputs = {x};
-    if (bias) inputs.push_back(*bias);
-    return run_op(inputs,
-                  [](ggml_context * ctx, const std::vector<ggml_tensor *> & t) {
-                      return ov_gelu_erf(ctx, t[0], t.size() > 1 ? t[1] : nullptr);
-                  },
-                  n_threads);
+    ContextPtr ctx = new_context();
+    ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, x.shape(1), x.shape(0));
+    std::vector<std::pair<ggml_tensor *, const float *>> inputs = {{xt, x.data()}};
+    ggml_tensor * bt = nullptr;
+    if (bias) {
+        bt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, x.shape(1));
+        inputs.push_back({bt, bias->data()});
+    }
+    return run(ctx.get(), ov_gelu_erf(ctx.get(), xt, bt), n_threads, inputs);
 }
 
-// LayerNorm over channels (per_step) or GroupNorm with a group per channel (over time).
+// Affine normalisation of x (T, C) over C per step (LayerNorm) or over T per channel (GroupNorm
+// with a group per channel).
 py::array norm(const F32Array & x, const F32Array & weight, const F32Array & bias, float eps, bool over_time,
-              int n_threads) {
+               int n_threads) {
     check_tc("norm", x, {&weight, &bias});
-    return run_op({x, weight, bias},
-                  [eps, over_time](ggml_context * ctx, const std::vector<ggml_tensor *> & t) {
-                      return over_time ? ov_channel_norm(ctx, t[0], t[1], t[2], eps)
-                                       : ov_layer_norm(ctx, t[0], t[1], t[2], eps);
-                  },
-                  n_threads);
+    ContextPtr ctx = new_context();
+    ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, x.shape(1), x.shape(0));
+    ggml_tensor * wt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, x.shape(1));
+    ggml_tensor * bt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, x.shape(1));
+    ggml_tensor * y = over_time ? ov_channel_norm(ctx.get(), xt, wt, bt, eps) : ov_layer_norm(ctx.get(), xt, wt, bt, eps);
+    return run(ctx.get(), y, n_threads, {{xt, x.data()}, {wt, weight.data()}, {bt, bias.data()}});
 }
 
 // Nearest codebook entry per frame of h (T, dim) in embed (n_entries, dim).
@@ -107,17 +144,19 @@ py::array rvq_nearest(const F32Array & h, const F32Array & embed, int n_threads)
     if (h.ndim() != 2 || embed.ndim() != 2 || h.size() == 0 || embed.size() == 0 || h.shape(1) != embed.shape(1)) {
         throw ov::InvalidInput("rvq_nearest: h must be (T, dim) and embed (n_entries, dim), non-empty");
     }
-    return run_op({h, embed},
-                  [](ggml_context * ctx, const std::vector<ggml_tensor *> & t) {
-                      return ov_rvq_nearest(ctx, t[0], t[1]);
-                  },
-                  n_threads);
+    ContextPtr ctx = new_context();
+    ggml_tensor * ht = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, h.shape(1), h.shape(0));
+    ggml_tensor * et = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, embed.shape(1), embed.shape(0));
+    return run(ctx.get(), ov_rvq_nearest(ctx.get(), ht, et), n_threads, {{ht, h.data()}, {et, embed.data()}});
 }
 
 void bind_ops(py::module_ & m) {
     m.def("op_snake", &snake, "x"_a, "alpha"_a, "fused"_a = true, "n_threads"_a = 2,
           "Snake y = x + sin(alpha*x)^2 / (alpha + 1e-9) on x (T, C), alpha (C,), as the codec runs it "
           "(for tests).");
+    m.def("op_conv1d", &conv1d, "x"_a, "weight"_a, "bias"_a = py::none(), "residual"_a = py::none(),
+          "stride"_a = 1, "padding"_a = 0, "dilation"_a = 1, "n_threads"_a = 2,
+          "The direct Conv1d op on x (T, IC) with weight (K*IC, OC), row k*IC + ic (for tests).");
     m.def("op_gelu_erf", &gelu_erf, "x"_a, "bias"_a = py::none(), "n_threads"_a = 2,
           "GELU(x + bias) with erf on x (T, C), bias (C,) or None, as HuBERT runs it (for tests).");
     m.def("op_norm", &norm, "x"_a, "weight"_a, "bias"_a, "eps"_a, "over_time"_a, "n_threads"_a = 2,

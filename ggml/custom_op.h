@@ -20,7 +20,9 @@ inline void * ov_pack_params(int64_t a, int64_t b, int64_t c, int64_t d) {
     return (void *) (uintptr_t) ((uint64_t) a | (uint64_t) b << 16 | (uint64_t) c << 32 | (uint64_t) d << 48);
 }
 
-inline int64_t ov_param(void * packed, int i) { return (int64_t) (((uint64_t) (uintptr_t) packed >> (16 * i)) & 0xFFFF); }
+inline int64_t ov_param(void * packed, int i) {
+    return (int64_t) (((uint64_t) (uintptr_t) packed >> (16 * i)) & 0xFFFF);
+}
 
 // Range [*begin, *end) of [0, n) for thread ith of nth: contiguous, near-equal parts.
 inline void ov_thread_range(int64_t n, int ith, int nth, int64_t * begin, int64_t * end) {
