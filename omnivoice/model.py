@@ -28,9 +28,9 @@ from .audio import (
 )
 from .audio_tokenizer import AudioTokenizer
 from .chunking import add_punctuation, chunk_text_for_generation
-from .duration import RuleDurationEstimator
+from .duration import estimate_target_tokens, resolve_target_lengths
 from .lang_map import resolve_language
-from .maskgit import MaskGITConfig, generate_tokens
+from .maskgit import MaskGITConfig, generate as maskgit_generate, pack_prompts
 from .model_files import resolve_model
 from .prompt import build_prompt
 from .tokenizer import TextTokenizer
@@ -67,17 +67,12 @@ class OmniVoiceGenerationConfig:
             raise TypeError(f"unknown generation argument(s): {', '.join(unknown)}")
         return cls(**kwargs)
 
-    def validate(self) -> None:
-        if self.num_step < 1:
-            raise ValueError(f"num_step must be >= 1, got {self.num_step}")
-        for name in ("position_temperature", "class_temperature"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("guidance_scale", "t_shift", "layer_penalty_factor"):
-            if not math.isfinite(getattr(self, name)):
-                raise ValueError(f"{name} must be finite")
-        if self.t_shift <= 0:
-            raise ValueError(f"t_shift must be > 0, got {self.t_shift}")
+    def maskgit(self) -> MaskGITConfig:
+        """The decoding settings; raises ValueError for out-of-range values."""
+        return MaskGITConfig(num_step=self.num_step, guidance_scale=self.guidance_scale, t_shift=self.t_shift,
+                             layer_penalty_factor=self.layer_penalty_factor,
+                             position_temperature=self.position_temperature,
+                             class_temperature=self.class_temperature)
 
 
 @dataclass
@@ -156,7 +151,6 @@ class OmniVoice:
         self.audio_tokenizer = audio_tokenizer
         self.text_tokenizer = text_tokenizer
         self.backend = backend
-        self.duration_estimator = RuleDurationEstimator()
         self.sampling_rate: int = audio_tokenizer.sample_rate
         self.frame_rate: float = audio_tokenizer.sample_rate / audio_tokenizer.hop_length
 
@@ -233,7 +227,7 @@ class OmniVoice:
             One float32 array at :attr:`sampling_rate` per text.
         """
         config = generation_config or OmniVoiceGenerationConfig.from_dict(kwargs)
-        config.validate()
+        config.maskgit()  # validate before any work
         rng = np.random.default_rng(seed)
         items = self._prepare_items(text, language, ref_text, ref_audio, voice_clone_prompt, instruct,
                                     duration, speed, config)
@@ -280,7 +274,7 @@ class OmniVoice:
         equal :meth:`generate`'s output.
         """
         config = generation_config or OmniVoiceGenerationConfig.from_dict(kwargs)
-        config.validate()
+        config.maskgit()  # validate before any work
         rng = np.random.default_rng(seed)
         (item,) = self._prepare_items(text, language, ref_text, ref_audio, voice_clone_prompt, instruct,
                                       duration, speed, config)
@@ -329,16 +323,6 @@ class OmniVoice:
         wave, sr = ref_audio
         return self.audio_tokenizer.to_mono(np.asarray(wave), int(sr), self.sampling_rate)
 
-    def _estimate_target_tokens(self, text: str, ref_text: Optional[str], n_ref_tokens: Optional[int],
-                                speed: float = 1.0) -> int:
-        if n_ref_tokens is None or not ref_text:
-            # Upstream's anchor when there is no reference: 25 frames for this sentence.
-            ref_text, n_ref_tokens = "Nice to meet you.", 25
-        est = self.duration_estimator.estimate_duration(text, ref_text, n_ref_tokens)
-        if speed > 0 and speed != 1.0:
-            est = est / speed
-        return max(1, int(est))
-
     def _prepare_items(self, text: Union[str, list[str]], language: Any, ref_text: Any, ref_audio: Any,
                        voice_clone_prompt: Any, instruct: Any, duration: Any, speed: Any,
                        config: OmniVoiceGenerationConfig) -> list[_Item]:
@@ -364,28 +348,18 @@ class OmniVoice:
             raise ValueError("ref_text was given without ref_audio")
         prompts = _as_list(voice_clone_prompt, n, "voice_clone_prompt")
 
-        durations = _as_list(duration, n, "duration")
-        speeds = _as_list(speed, n, "speed")
-        items = []
-        for i in range(n):
-            p: Optional[VoiceClonePrompt] = prompts[i]
-            ref_tokens = None if p is None else np.asarray(p.ref_audio_tokens, dtype=np.int32)
-            item = _Item(text=texts[i], target_len=0, lang=langs[i], instruct=instructs[i],
-                         ref_text=None if p is None else p.ref_text, ref_tokens=ref_tokens,
-                         ref_rms=None if p is None else p.ref_rms)
-            for name, v in (("duration", durations[i]), ("speed", speeds[i])):
-                if v is not None and not (math.isfinite(v) and v > 0):
-                    raise ValueError(f"{name} must be a positive number, got {v}")
-            n_ref = None if ref_tokens is None else ref_tokens.shape[1]
-            if durations[i] is not None:
-                # Upstream: the exact frame count, and the implied speed for chunked estimates.
-                est = self._estimate_target_tokens(item.text, item.ref_text, n_ref, 1.0)
-                item.target_len = max(1, int(durations[i] * self.frame_rate))
-                item.speed = est / item.target_len
-            else:
-                item.speed = float(speeds[i]) if speeds[i] is not None else 1.0
-                item.target_len = self._estimate_target_tokens(item.text, item.ref_text, n_ref, item.speed)
-            items.append(item)
+        ref_tokens = [None if p is None else np.asarray(p.ref_audio_tokens, dtype=np.int32) for p in prompts]
+        ref_texts = [None if p is None else p.ref_text for p in prompts]
+        lengths, speeds = resolve_target_lengths(
+            texts, ref_texts, [None if t is None else t.shape[1] for t in ref_tokens], self.frame_rate,
+            speed=speed, duration=duration)
+        items = [
+            _Item(text=texts[i], target_len=lengths[i], lang=langs[i], instruct=instructs[i],
+                  ref_text=ref_texts[i], ref_tokens=ref_tokens[i],
+                  ref_rms=None if prompts[i] is None else prompts[i].ref_rms,
+                  speed=1.0 if speeds is None else speeds[i])
+            for i in range(n)
+        ]
         return items
 
     # ------------------------------------------------------------------ generation
@@ -395,16 +369,26 @@ class OmniVoice:
         """MaskGIT over a batch of items: one int32 ``[8, target_len]`` grid per item."""
         prompts = [
             build_prompt(self.text_tokenizer, it.text, it.target_len, ref_text=it.ref_text,
-                         ref_audio_tokens=it.ref_tokens, lang=it.lang, instruct=it.instruct,
-                         denoise=config.denoise)
+                         ref_codes=it.ref_tokens, lang=it.lang, instruct=it.instruct, denoise=config.denoise)
             for it in items
         ]
-        mg = MaskGITConfig(num_step=config.num_step, guidance_scale=config.guidance_scale,
-                           t_shift=config.t_shift, layer_penalty_factor=config.layer_penalty_factor,
-                           position_temperature=config.position_temperature,
-                           class_temperature=config.class_temperature)
-        step_cb = None if progress is None else (lambda s: progress("steps", s, config.num_step))
-        return generate_tokens(self.lm, prompts, [it.target_len for it in items], mg, rng, on_step=step_cb)
+        batch = pack_prompts(prompts, guided=config.guidance_scale != 0)
+        session = self.lm.session(batch.segments)
+        forward = session.forward
+        steps = 0
+        if progress is not None:
+
+            def forward(input_ids: np.ndarray, audio_mask: np.ndarray) -> np.ndarray:
+                nonlocal steps
+                logits = session.forward(input_ids, audio_mask)
+                steps += 1
+                progress("steps", steps, config.num_step)
+                return logits
+
+        tokens = maskgit_generate(forward, batch, config.maskgit(), rng)
+        if progress is not None and steps < config.num_step:
+            progress("steps", config.num_step, config.num_step)  # steps with nothing to unmask are skipped
+        return tokens
 
     def _chunk_batches(self, items: Sequence[_Item], config: OmniVoiceGenerationConfig,
                        rng: np.random.Generator, progress: Optional[Progress]
@@ -437,7 +421,7 @@ class OmniVoice:
                 batch.append(_Item(text=texts[i][ci], lang=it.lang, instruct=it.instruct,
                                    ref_text=ref_text, ref_tokens=ref_tokens, ref_rms=it.ref_rms,
                                    speed=it.speed,
-                                   target_len=self._estimate_target_tokens(texts[i][ci], ref_text, n_ref, it.speed)))
+                                   target_len=estimate_target_tokens(texts[i][ci], ref_text, n_ref, it.speed)))
             tokens = self._generate_tokens(batch, config, rng, progress)
             if ci == 0 and not all(with_ref):
                 first = dict(zip(idx, tokens))
