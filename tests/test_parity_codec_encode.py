@@ -10,7 +10,7 @@ import pytest
 import soundfile as sf
 
 from omnivoice import _core
-from omnivoice.audio_tokenizer import AudioTokenizer, load_codes
+from omnivoice.audio_tokenizer import AudioTokenizer, load_codes, save_codes
 from omnivoice.codec_cli import main as codec_cli
 
 FIXTURE = Path(__file__).parent / "data" / "fixtures" / "codec_encode.npz"
@@ -185,6 +185,11 @@ def test_cli_errors_are_one_line(tiny_codec_gguf: Path, tmp_path: Path, capsys: 
 
     assert codec_cli(["--model", str(tiny_codec_gguf), "-i", str(tmp_path / "missing.wav")]) == 1
     assert "not found" in capsys.readouterr().err
+
+    # Decoding short.ovrq by default would write short.wav, the original: refused.
+    save_codes(tmp_path / "short.ovrq", np.zeros((8, 2), np.int32))
+    assert codec_cli(["--model", str(tiny_codec_gguf), "-i", str(tmp_path / "short.ovrq")]) == 1
+    assert "exists; give -o" in capsys.readouterr().err
 
     bad = tmp_path / "bad.ovrq"
     bad.write_bytes(b"OVRQ" + b"\0" * 4)
