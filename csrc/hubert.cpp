@@ -37,7 +37,8 @@ HubertHParams HubertHParams::load(const GGUFFile & file) {
     }
     if (hp.conv_dim.empty() || hp.conv_dim.size() != hp.conv_kernel.size() ||
         hp.conv_dim.size() != hp.conv_stride.size()) {
-        throw ModelFormatError(where + k + "conv_dim, conv_kernel and conv_stride must be non-empty and of equal length");
+        throw ModelFormatError(where + k + "conv_dim, conv_kernel and conv_stride must be non-empty and of equal "
+                                           "length");
     }
     for (size_t i = 0; i < hp.conv_dim.size(); ++i) {
         if (hp.conv_dim[i] <= 0 || hp.conv_kernel[i] <= 0 || hp.conv_stride[i] <= 0) {
@@ -46,7 +47,8 @@ HubertHParams HubertHParams::load(const GGUFFile & file) {
     }
     if (hp.n_embd <= 0 || hp.n_head <= 0 || hp.n_embd % hp.n_head != 0 || hp.n_pos_groups <= 0 ||
         hp.n_embd % hp.n_pos_groups != 0 || hp.n_pos_conv <= 0 || hp.n_layer <= 0 || hp.n_ff <= 0) {
-        throw ModelFormatError(where + "inconsistent " + k + "* sizes (hidden_size must divide by heads and pos groups)");
+        throw ModelFormatError(where + "inconsistent " + k +
+                               "* sizes (hidden_size must divide by heads and pos groups)");
     }
     return hp;
 }

@@ -135,7 +135,8 @@ py::array norm(const F32Array & x, const F32Array & weight, const F32Array & bia
     ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, x.shape(1), x.shape(0));
     ggml_tensor * wt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, x.shape(1));
     ggml_tensor * bt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, x.shape(1));
-    ggml_tensor * y = over_time ? ov_channel_norm(ctx.get(), xt, wt, bt, eps) : ov_layer_norm(ctx.get(), xt, wt, bt, eps);
+    ggml_tensor * y =
+        over_time ? ov_channel_norm(ctx.get(), xt, wt, bt, eps) : ov_layer_norm(ctx.get(), xt, wt, bt, eps);
     return run(ctx.get(), y, n_threads, {{xt, x.data()}, {wt, weight.data()}, {bt, bias.data()}});
 }
 
