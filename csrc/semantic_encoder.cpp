@@ -26,6 +26,9 @@ SemanticEncoderHParams SemanticEncoderHParams::load(const GGUFFile & file, int c
             throw ModelFormatError(file.path() + ": " + kKey + "strides and channel_ratios must be positive");
         }
     }
+    for (int64_t d : hp.block_dilations) {
+        if (d <= 0) throw ModelFormatError(file.path() + ": " + kKey + "block_dilations must be positive");
+    }
     if (hp.kernel_size <= 0 || hp.unit_kernel_size <= 0) {
         throw ModelFormatError(file.path() + ": " + kKey + "kernel sizes must be positive");
     }
