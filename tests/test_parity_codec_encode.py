@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import gguf
 import numpy as np
 import pytest
 import soundfile as sf
@@ -158,6 +159,44 @@ def test_f16_codec_encodes_close_to_reference(tmp_path: Path, ref: dict[str, np.
     assert codes.shape == ref["codes"].shape
     np.testing.assert_array_equal(codes[:4], ref["codes"][:4])
     assert (codes == ref["codes"]).mean() > 0.9
+
+
+def rewrite(src: Path, dst: Path, overrides: dict[str, object], drop: str = "") -> None:
+    """Copies the GGUF ``src`` to ``dst`` with some metadata values replaced (same types) and
+    tensor ``drop`` left out."""
+    reader = gguf.GGUFReader(src)
+    writer = gguf.GGUFWriter(dst, reader.fields["general.architecture"].contents())
+    for key, field in reader.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        sub_type = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(key, overrides.get(key, field.contents()), field.types[0], sub_type=sub_type)
+    for t in reader.tensors:
+        if t.name != drop:
+            writer.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "drop", "match"),
+    [
+        ({"omnivoice.semantic.feat_extract_norm": "layer"}, "", "only 'group'"),
+        ({"omnivoice.semantic_encoder.block_dilations": [0, 1]}, "", "block_dilations"),
+        ({"omnivoice.semantic.num_attention_heads": 5}, "", "divide"),
+        ({}, "hubert.encoder.layers.1.feed_forward.output_dense.bias", "missing tensor"),
+        ({}, "quantizer.quantizers.3.project_in.weight", "missing tensor"),
+    ],
+)
+def test_bad_encoder_file(
+    tiny_codec_gguf: Path, tmp_path: Path, overrides: dict[str, object], drop: str, match: str
+) -> None:
+    path = tmp_path / "bad.gguf"
+    rewrite(tiny_codec_gguf, path, overrides, drop)
+    with pytest.raises(ValueError, match=match):
+        AudioTokenizer.from_file(path, n_threads=1)
 
 
 def test_cli_round_trip(tiny_codec_gguf: Path, tmp_path: Path, ref: dict[str, np.ndarray]) -> None:
