@@ -30,10 +30,20 @@ HubertHParams HubertHParams::load(const GGUFFile & file) {
     hp.n_pos_groups = (int) file.get_u32(k + "num_conv_pos_embedding_groups");
     hp.eps = file.get_f32(k + "layer_norm_eps");
 
+    // The variants HubertModel supports beyond the one the tokenizer ships are refused by name.
     const std::string where = file.path() + ": ";
     const std::string norm = file.get_str(k + "feat_extract_norm");
     if (norm != "group") {
         throw ModelFormatError(where + k + "feat_extract_norm is '" + norm + "', only 'group' is supported");
+    }
+    if (file.get_bool(k + "conv_bias")) {
+        throw ModelFormatError(where + k + "conv_bias is true; only bias-free feature convs are supported");
+    }
+    if (!file.get_bool(k + "feat_proj_layer_norm")) {
+        throw ModelFormatError(where + k + "feat_proj_layer_norm is false; only the LayerNorm projection is supported");
+    }
+    if (file.get_bool(k + "do_stable_layer_norm")) {
+        throw ModelFormatError(where + k + "do_stable_layer_norm is true; only post-LN encoder layers are supported");
     }
     if (hp.conv_dim.empty() || hp.conv_dim.size() != hp.conv_kernel.size() ||
         hp.conv_dim.size() != hp.conv_stride.size()) {

@@ -1,6 +1,7 @@
 #pragma once
 // HuBERT base as the Higgs Audio v2 tokenizer uses it for its semantic stream (transformers'
-// HubertModel with feat_extract_norm "group" and do_stable_layer_norm false): a strided conv
+// HubertModel with feat_extract_norm "group", bias-free feature convs, a LayerNorm feature
+// projection and do_stable_layer_norm false; other variants are refused at load): a strided conv
 // feature extractor, a projection, a grouped positional conv and post-LN transformer layers.
 // The tokenizer consumes the mean of all hidden states, so that is what the graph returns.
 #include <cstdint>

@@ -184,6 +184,7 @@ def rewrite(src: Path, dst: Path, overrides: dict[str, object], drop: str = "") 
     ("overrides", "drop", "match"),
     [
         ({"omnivoice.semantic.feat_extract_norm": "layer"}, "", "only 'group'"),
+        ({"omnivoice.semantic.do_stable_layer_norm": True}, "", "post-LN"),
         ({"omnivoice.semantic_encoder.block_dilations": [0, 1]}, "", "block_dilations"),
         ({"omnivoice.semantic.num_attention_heads": 5}, "", "divide"),
         ({}, "hubert.encoder.layers.1.feed_forward.output_dense.bias", "missing tensor"),
