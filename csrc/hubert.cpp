@@ -78,8 +78,9 @@ void LayerNorm::load(GGUFFile & file, const std::string & prefix, int64_t n, flo
     eps = eps_;
 }
 
-ggml_tensor * LayerNorm::forward(ggml_context * ctx, ggml_tensor * x) const {
-    return ov_layer_norm(ctx, x, weight, bias, eps);
+ggml_tensor * LayerNorm::forward(ggml_context * ctx, ggml_tensor * x, ggml_tensor * residual,
+                                 ggml_tensor * x_bias) const {
+    return ov_layer_norm(ctx, x, weight, bias, eps, residual, x_bias);
 }
 
 HubertWeights HubertWeights::load(GGUFFile & file, DerivedWeights & derived, const HubertHParams & hp,
@@ -187,18 +188,18 @@ ggml_tensor * build_hubert(ggml_context * ctx, const HubertWeights & w, const Hu
             v = ggml_permute(ctx, ggml_reshape_3d(ctx, v, head_dim, hp.n_head, T), 0, 2, 1, 3);
             ggml_tensor * kqv = ggml_flash_attn_ext(ctx, q, k, v, nullptr, kq_scale, 0.0f, 0.0f);  // [hd, H, T]
             ggml_flash_attn_ext_set_prec(kqv, GGML_PREC_F32);
-            cur = l.out_proj.forward(ctx, ggml_reshape_2d(ctx, kqv, C, T));
-            set_name(cur, "hubert.l" + std::to_string(il) + ".attn");
+            // out_proj without its bias: the LayerNorm op adds it, then the residual
+            cur = ggml_mul_mat(ctx, l.out_proj.weight, ggml_reshape_2d(ctx, kqv, C, T));
+            cur = l.layer_norm.forward(ctx, cur, inpL, l.out_proj.bias);
         }
-        cur = l.layer_norm.forward(ctx, ggml_add(ctx, inpL, cur));
 
-        // HubertFeedForward, then final_layer_norm over the residual sum
+        // HubertFeedForward, then final_layer_norm over the residual sum; the biases of both
+        // Linears are added inside the GELU and LayerNorm ops
         {
-            // intermediate_dense with its bias added inside the GELU op
             ggml_tensor * ff = ov_gelu_erf(ctx, ggml_mul_mat(ctx, l.intermediate_dense.weight, cur),
                                            l.intermediate_dense.bias);  // [n_ff, T]
-            ff = l.output_dense.forward(ctx, ff);
-            cur = l.final_layer_norm.forward(ctx, ggml_add(ctx, cur, ff));
+            ff = ggml_mul_mat(ctx, l.output_dense.weight, ff);        // [C, T]
+            cur = l.final_layer_norm.forward(ctx, ff, cur, l.output_dense.bias);
         }
         set_name(cur, "hubert.l" + std::to_string(il) + ".out");
         hidden_sum = ggml_add(ctx, hidden_sum, cur);

@@ -39,8 +39,10 @@ struct LayerNorm {
     float eps = 0.0f;
 
     void load(GGUFFile & file, const std::string & prefix, int64_t n, float eps);
-    // x: [n, T] -> [n, T]
-    ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x) const;
+    // x: [n, T] -> [n, T]. With residual [n, T] and x_bias [n], normalises (x + x_bias) + residual:
+    // a bias-free Linear output joined to its skip path, as the post-LN layers do.
+    ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x, ggml_tensor * residual = nullptr,
+                          ggml_tensor * x_bias = nullptr) const;
 };
 
 // HubertEncoderLayer

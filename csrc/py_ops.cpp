@@ -126,18 +126,35 @@ py::array gelu_erf(const F32Array & x, std::optional<F32Array> bias, int n_threa
     return run(ctx.get(), ov_gelu_erf(ctx.get(), xt, bt), n_threads, inputs);
 }
 
-// Affine normalisation of x (T, C) over C per step (LayerNorm) or over T per channel (GroupNorm
-// with a group per channel).
+// Affine normalisation of x (T, C) over C per step (LayerNorm, of (x + x_bias) + residual when
+// given) or over T per channel (GroupNorm with a group per channel).
 py::array norm(const F32Array & x, const F32Array & weight, const F32Array & bias, float eps, bool over_time,
-               int n_threads) {
+               std::optional<F32Array> residual, std::optional<F32Array> x_bias, int n_threads) {
     check_tc("norm", x, {&weight, &bias});
+    if (x_bias) check_tc("norm", x, {&*x_bias});
+    if (residual && (residual->ndim() != 2 || residual->shape(0) != x.shape(0) || residual->shape(1) != x.shape(1))) {
+        throw ov::InvalidInput("norm: residual must have x's shape");
+    }
+    if (over_time && (residual || x_bias)) throw ov::InvalidInput("norm: residual and x_bias are LayerNorm's");
     ContextPtr ctx = new_context();
     ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, x.shape(1), x.shape(0));
     ggml_tensor * wt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, x.shape(1));
     ggml_tensor * bt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, x.shape(1));
-    ggml_tensor * y =
-        over_time ? ov_channel_norm(ctx.get(), xt, wt, bt, eps) : ov_layer_norm(ctx.get(), xt, wt, bt, eps);
-    return run(ctx.get(), y, n_threads, {{xt, x.data()}, {wt, weight.data()}, {bt, bias.data()}});
+    std::vector<std::pair<ggml_tensor *, const float *>> inputs = {{xt, x.data()}, {wt, weight.data()},
+                                                                   {bt, bias.data()}};
+    ggml_tensor * rt = nullptr;
+    ggml_tensor * xbt = nullptr;
+    if (residual) {
+        rt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, x.shape(1), x.shape(0));
+        inputs.push_back({rt, residual->data()});
+    }
+    if (x_bias) {
+        xbt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, x.shape(1));
+        inputs.push_back({xbt, x_bias->data()});
+    }
+    ggml_tensor * y = over_time ? ov_channel_norm(ctx.get(), xt, wt, bt, eps)
+                                : ov_layer_norm(ctx.get(), xt, wt, bt, eps, rt, xbt);
+    return run(ctx.get(), y, n_threads, inputs);
 }
 
 // Nearest codebook entry per frame of h (T, dim) in embed (n_entries, dim).
@@ -160,9 +177,11 @@ void bind_ops(py::module_ & m) {
           "The direct Conv1d op on x (T, IC) with weight (K*IC, OC), row k*IC + ic (for tests).");
     m.def("op_gelu_erf", &gelu_erf, "x"_a, "bias"_a = py::none(), "n_threads"_a = 2,
           "GELU(x + bias) with erf on x (T, C), bias (C,) or None, as HuBERT runs it (for tests).");
-    m.def("op_norm", &norm, "x"_a, "weight"_a, "bias"_a, "eps"_a, "over_time"_a, "n_threads"_a = 2,
-          "Affine normalisation of x (T, C): over C per step (LayerNorm) or, with over_time, over T per "
-          "channel (GroupNorm with a group per channel), as HuBERT runs them (for tests).");
+    m.def("op_norm", &norm, "x"_a, "weight"_a, "bias"_a, "eps"_a, "over_time"_a, "residual"_a = py::none(),
+          "x_bias"_a = py::none(), "n_threads"_a = 2,
+          "Affine normalisation of x (T, C): over C per step (LayerNorm, of (x + x_bias) + residual when "
+          "given) or, with over_time, over T per channel (GroupNorm with a group per channel), as HuBERT runs "
+          "them (for tests).");
     m.def("op_rvq_nearest", &rvq_nearest, "h"_a, "embed"_a, "n_threads"_a = 2,
           "Index of the nearest embed row (n_entries, dim) for each row of h (T, dim), by the reference's "
           "distance formula, first index on ties (for tests).");

@@ -44,18 +44,33 @@ void normalize_row(float * y, const float * x, const float * w, const float * b,
     for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
 }
 
-// dst: [C, T]; src: x, weight, bias; userdata: eps. Thread ith of nth owns a range of time steps.
+OV_SIMD_CLONES
+void add_rows(float * v, const float * x, const float * x_bias, const float * residual, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) v[i] = (x[i] + (x_bias ? x_bias[i] : 0.0f)) + (residual ? residual[i] : 0.0f);
+}
+
+// dst: [C, T]; src: x, weight, bias, residual or absent, x_bias or absent; userdata: eps.
+// Thread ith of nth owns a range of time steps.
 void layer_norm_compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
     const ggml_tensor * x = dst->src[0];
     const float * weight = (const float *) dst->src[1]->data;
     const float * bias = (const float *) dst->src[2]->data;
+    const ggml_tensor * residual = dst->src[3];
+    const float * x_bias = dst->src[4] ? (const float *) dst->src[4]->data : nullptr;
     const float eps = unpack_eps(userdata);
     const int64_t n_ch = x->ne[0], n_t = x->ne[1];
     const int64_t per_thread = (n_t + nth - 1) / nth;
     const int64_t t0 = per_thread * ith < n_t ? per_thread * ith : n_t;
     const int64_t t1 = t0 + per_thread < n_t ? t0 + per_thread : n_t;
+    std::vector<float> sum(n_ch);
     for (int64_t t = t0; t < t1; ++t) {
         const float * src = (const float *) ((const char *) x->data + t * x->nb[1]);
+        if (residual || x_bias) {
+            const float * res =
+                residual ? (const float *) ((const char *) residual->data + t * residual->nb[1]) : nullptr;
+            add_rows(sum.data(), src, x_bias, res, n_ch);
+            src = sum.data();
+        }
         double mean, var;
         moments(src, n_ch, &mean, &var);
         normalize_row((float *) ((char *) dst->data + t * dst->nb[1]), src, weight, bias, (float) mean,
@@ -115,12 +130,17 @@ void channel_norm_compute(ggml_tensor * dst, int ith, int nth, void * userdata) 
 
 }  // namespace
 
-ggml_tensor * ov_layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * weight, ggml_tensor * bias, float eps) {
+ggml_tensor * ov_layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * weight, ggml_tensor * bias, float eps,
+                            ggml_tensor * residual, ggml_tensor * x_bias) {
     GGML_ASSERT(x->type == GGML_TYPE_F32 && x->nb[0] == sizeof(float) && ggml_n_dims(x) <= 2);
     GGML_ASSERT(weight->type == GGML_TYPE_F32 && ggml_nelements(weight) == x->ne[0]);
     GGML_ASSERT(bias->type == GGML_TYPE_F32 && ggml_nelements(bias) == x->ne[0]);
-    ggml_tensor * args[] = {x, weight, bias};
-    return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], 1, 1, args, 3, layer_norm_compute,
+    GGML_ASSERT(!residual || (residual->type == GGML_TYPE_F32 && residual->nb[0] == sizeof(float) &&
+                              residual->ne[0] == x->ne[0] && residual->ne[1] == x->ne[1]));
+    GGML_ASSERT(!x_bias || (x_bias->type == GGML_TYPE_F32 && ggml_nelements(x_bias) == x->ne[0]));
+    // Absent optional inputs stay null sources, so the compute function tells them apart.
+    ggml_tensor * args[] = {x, weight, bias, residual, x_bias};
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], 1, 1, args, 5, layer_norm_compute,
                           GGML_N_TASKS_MAX, pack_eps(eps));
 }
 

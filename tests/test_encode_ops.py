@@ -50,6 +50,17 @@ def test_norm_matches_numpy(over_time: bool) -> None:
     np.testing.assert_array_equal(got, _core.op_norm(x, w, b, EPS, over_time, n_threads=3))
 
 
+def test_layer_norm_adds_bias_and_residual_first() -> None:
+    rng = np.random.default_rng(4)
+    x, res = (rng.standard_normal((2, 64, 48)) * 2).astype(np.float32)
+    w = rng.uniform(0.5, 1.5, 48).astype(np.float32)
+    b, xb = rng.standard_normal((2, 48)).astype(np.float32)
+    v = ((x + xb) + res).astype(np.float64)
+    want = (v - v.mean(1, keepdims=True)) / np.sqrt(v.var(1, keepdims=True) + EPS) * w + b
+    got = _core.op_norm(x, w, b, EPS, False, residual=res, x_bias=xb)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_ops_bad_input() -> None:
     x = np.zeros((4, 3), np.float32)
     with pytest.raises(ValueError, match="gelu_erf"):
