@@ -116,6 +116,8 @@ HubertWeights HubertWeights::load(GGUFFile & file, DerivedWeights & derived, con
         l.k_proj.load(file, p + "attention.k_proj", C, C);
         l.v_proj.load(file, p + "attention.v_proj", C, C);
         l.out_proj.load(file, p + "attention.out_proj", C, C);
+        l.qkv_w = derived.concat({l.q_proj.weight, l.k_proj.weight, l.v_proj.weight});
+        l.qkv_b = derived.concat({l.q_proj.bias, l.k_proj.bias, l.v_proj.bias});
         l.layer_norm.load(file, p + "layer_norm", C, hp.eps);
         l.intermediate_dense.load(file, p + "feed_forward.intermediate_dense", C, hp.n_ff);
         l.output_dense.load(file, p + "feed_forward.output_dense", hp.n_ff, C);
@@ -180,12 +182,17 @@ ggml_tensor * build_hubert(ggml_context * ctx, const HubertWeights & w, const Hu
 
         // HubertAttention: bidirectional, no mask
         {
-            ggml_tensor * q = l.q_proj.forward(ctx, cur);  // [C, T]
-            ggml_tensor * k = l.k_proj.forward(ctx, cur);
-            ggml_tensor * v = l.v_proj.forward(ctx, cur);
-            q = ggml_permute(ctx, ggml_reshape_3d(ctx, q, head_dim, hp.n_head, T), 0, 2, 1, 3);  // [hd, T, H]
-            k = ggml_permute(ctx, ggml_reshape_3d(ctx, k, head_dim, hp.n_head, T), 0, 2, 1, 3);
-            v = ggml_permute(ctx, ggml_reshape_3d(ctx, v, head_dim, hp.n_head, T), 0, 2, 1, 3);
+            // q, k, v in one matmul: rows [0, C), [C, 2C), [2C, 3C) of qkv
+            ggml_tensor * qkv = ggml_mul_mat(ctx, ggml_reshape_2d(ctx, l.qkv_w, C, 3 * C), cur);
+            qkv = ggml_add(ctx, qkv, l.qkv_b);  // [3C, T]
+            const auto head_view = [&](int i) {  // [hd, T, H]
+                ggml_tensor * t = ggml_view_3d(ctx, qkv, head_dim, hp.n_head, T, head_dim * qkv->nb[0], qkv->nb[1],
+                                               i * C * qkv->nb[0]);
+                return ggml_permute(ctx, t, 0, 2, 1, 3);
+            };
+            ggml_tensor * q = head_view(0);
+            ggml_tensor * k = head_view(1);
+            ggml_tensor * v = head_view(2);
             ggml_tensor * kqv = ggml_flash_attn_ext(ctx, q, k, v, nullptr, kq_scale, 0.0f, 0.0f);  // [hd, H, T]
             ggml_flash_attn_ext_set_prec(kqv, GGML_PREC_F32);
             // out_proj without its bias: the LayerNorm op adds it, then the residual

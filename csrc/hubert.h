@@ -48,6 +48,9 @@ struct LayerNorm {
 // HubertEncoderLayer
 struct HubertLayer {
     Linear q_proj, k_proj, v_proj, out_proj;  // attention.*
+    // q_proj, k_proj, v_proj as one Linear (DerivedWeights::concat): [C*3C] and [3C]
+    ggml_tensor * qkv_w = nullptr;
+    ggml_tensor * qkv_b = nullptr;
     LayerNorm layer_norm;
     Linear intermediate_dense, output_dense;  // feed_forward.*
     LayerNorm final_layer_norm;
