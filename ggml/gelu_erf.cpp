@@ -2,12 +2,7 @@
 
 #include <cstdint>
 
-// Compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time (as the Snake op).
-#if defined(__x86_64__) && defined(__GNUC__)
-#define OV_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define OV_SIMD_CLONES
-#endif
+#include "custom_op.h"
 
 namespace {
 
@@ -44,9 +39,8 @@ void gelu_erf_compute(ggml_tensor * dst, int ith, int nth, void * /*userdata*/) 
     const float * x = (const float *) dst->src[0]->data;
     const float * bias = dst->src[1] ? (const float *) dst->src[1]->data : nullptr;
     const int64_t n = dst->ne[0], n_rows = ggml_nrows(dst);
-    const int64_t per_thread = (n_rows + nth - 1) / nth;
-    const int64_t r0 = per_thread * ith < n_rows ? per_thread * ith : n_rows;
-    const int64_t r1 = r0 + per_thread < n_rows ? r0 + per_thread : n_rows;
+    int64_t r0, r1;
+    ov_thread_range(n_rows, ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; ++r) gelu_erf_row((float *) dst->data + r * n, x + r * n, bias, n);
 }
 

@@ -6,11 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define OV_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define OV_SIMD_CLONES
-#endif
+#include "custom_op.h"
 
 namespace {
 
@@ -59,9 +55,8 @@ void layer_norm_compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
     const float * x_bias = dst->src[4] ? (const float *) dst->src[4]->data : nullptr;
     const float eps = unpack_eps(userdata);
     const int64_t n_ch = x->ne[0], n_t = x->ne[1];
-    const int64_t per_thread = (n_t + nth - 1) / nth;
-    const int64_t t0 = per_thread * ith < n_t ? per_thread * ith : n_t;
-    const int64_t t1 = t0 + per_thread < n_t ? t0 + per_thread : n_t;
+    int64_t t0, t1;
+    ov_thread_range(n_t, ith, nth, &t0, &t1);
     std::vector<float> sum(n_ch);
     for (int64_t t = t0; t < t1; ++t) {
         const float * src = (const float *) ((const char *) x->data + t * x->nb[1]);
@@ -103,9 +98,8 @@ void channel_norm_compute(ggml_tensor * dst, int ith, int nth, void * userdata) 
     const float eps = unpack_eps(userdata);
 
     const int64_t n_ch = x->ne[0], n_t = x->ne[1];
-    const int64_t per_thread = (n_ch + nth - 1) / nth;
-    const int64_t c0 = per_thread * ith < n_ch ? per_thread * ith : n_ch;
-    const int64_t c1 = c0 + per_thread < n_ch ? c0 + per_thread : n_ch;
+    int64_t c0, c1;
+    ov_thread_range(n_ch, ith, nth, &c0, &c1);
     const int64_t n = c1 - c0;
     if (n <= 0) return;
 

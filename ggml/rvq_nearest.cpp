@@ -3,11 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define OV_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define OV_SIMD_CLONES
-#endif
+#include "custom_op.h"
 
 namespace {
 
@@ -28,9 +24,8 @@ void rvq_nearest_compute(ggml_tensor * dst, int ith, int nth, void * /*userdata*
     const ggml_tensor * h = dst->src[0];
     const ggml_tensor * embed = dst->src[1];
     const int64_t dim = embed->ne[0], n = embed->ne[1], n_t = h->ne[1];
-    const int64_t per_thread = (n_t + nth - 1) / nth;
-    const int64_t t0 = per_thread * ith < n_t ? per_thread * ith : n_t;
-    const int64_t t1 = t0 + per_thread < n_t ? t0 + per_thread : n_t;
+    int64_t t0, t1;
+    ov_thread_range(n_t, ith, nth, &t0, &t1);
     if (t0 >= t1) return;
 
     const float * e = (const float *) embed->data;
