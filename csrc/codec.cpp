@@ -164,7 +164,8 @@ EncodeResult Codec::encode(const float * wave, int64_t n_samples, const float * 
     const EncodePlan plan = encoder_->plan(n_samples, n_samples16);
     std::lock_guard<std::mutex> lock(mutex_);
 
-    const size_t meta_size = ggml_tensor_overhead() * kEncodeGraphSize + ggml_graph_overhead_custom(kEncodeGraphSize, false);
+    const size_t meta_size =
+        ggml_tensor_overhead() * kEncodeGraphSize + ggml_graph_overhead_custom(kEncodeGraphSize, false);
     ggml_init_params params = {meta_size, nullptr, /*no_alloc =*/true};
     std::unique_ptr<ggml_context, decltype(&ggml_free)> ctx(ggml_init(params), ggml_free);
     if (!ctx) throw std::runtime_error("ggml_init failed for the encode graph");

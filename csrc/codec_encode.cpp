@@ -35,8 +35,6 @@ void CodecEncoder::load(GGUFFile & file, DerivedWeights & derived, int64_t rvq_h
 
 EncodePlan CodecEncoder::plan(int64_t n_samples, int64_t n_semantic_samples) const {
     EncodePlan p;
-    p.n_samples = n_samples;
-    p.n_semantic_samples = n_semantic_samples;
     const int64_t n_hubert = hubert_hp.n_frames(n_semantic_samples + 2 * kSemanticPad);
     if (n_samples <= 0 || n_hubert == 0) {
         throw InvalidInput("audio too short to encode: " + std::to_string(n_samples) + " samples at 24 kHz and " +
@@ -64,7 +62,6 @@ ggml_tensor * CodecEncoder::build(ggml_context * ctx, const EncodePlan & plan, g
     // _extract_semantic_features: HuBERT on the padded 16 kHz signal, every n-th frame kept.
     ggml_tensor * x16 = ggml_pad_ext(ctx, wave16, kSemanticPad, kSemanticPad, 0, 0, 0, 0, 0, 0);
     ggml_tensor * hub = build_hubert(ctx, semantic_model, hubert_hp, x16);  // [C, T_hubert]
-    ggml_set_output(hub);
     const int64_t n_kept = (hub->ne[1] + semantic_downsample - 1) / semantic_downsample;
     ggml_tensor * sem = ggml_view_2d(ctx, hub, hub->ne[0], n_kept, hub->nb[1] * semantic_downsample, 0);
     ggml_tensor * e_semantic = encoder_semantic.forward(ctx, ggml_cont(ctx, sem));  // [C_sem, T]

@@ -17,10 +17,8 @@ namespace ov {
 
 // Sizes of one encode call, fixed before its graph is built.
 struct EncodePlan {
-    int64_t n_samples = 0;           // 24 kHz input
-    int64_t n_semantic_samples = 0;  // 16 kHz input
-    int64_t n_frames = 0;            // codes per codebook
-    bool pad_acoustic = false;       // the reference's hop/2 padding of the 24 kHz input
+    int64_t n_frames = 0;       // codes per codebook
+    bool pad_acoustic = false;  // the reference's hop/2 padding of the 24 kHz input
 };
 
 struct CodecEncoder {
@@ -33,14 +31,14 @@ struct CodecEncoder {
     int semantic_downsample = 1;  // keep every n-th HuBERT frame
     int acoustic_pad = 0;         // hop_length / 2
 
-    // hop_length and the rates come from the codec's top-level metadata.
+    // Loads HuBERT, both encoders and fc; rvq_hidden is the quantizers' width (acoustic + semantic).
     void load(GGUFFile & file, DerivedWeights & derived, int64_t rvq_hidden);
 
     // Checks the lengths and decides the acoustic padding as the reference does; throws
     // InvalidInput when the input is too short or the two streams cannot be aligned.
     EncodePlan plan(int64_t n_samples, int64_t n_semantic_samples) const;
 
-    // wave: [plan.n_samples] 24 kHz, wave16: [plan.n_semantic_samples] 16 kHz.
+    // wave: [n_samples] 24 kHz, wave16: [n_semantic_samples] 16 kHz, as given to plan().
     // Returns the pre-quantisation latent [rvq_hidden, n_frames]; the HuBERT output [C, T_hubert]
     // is named "hubert.out".
     ggml_tensor * build(ggml_context * ctx, const EncodePlan & plan, ggml_tensor * wave, ggml_tensor * wave16,

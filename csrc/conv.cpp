@@ -47,6 +47,17 @@ ggml_tensor * DerivedWeights::snake_inv_alpha(ggml_tensor * alpha) {
     return add(alpha, GGML_TYPE_F32, ggml_nelements(alpha), 1, {});
 }
 
+ggml_tensor * DerivedWeights::concat(const std::vector<ggml_tensor *> & parts) {
+    int64_t n = 0;
+    for (ggml_tensor * t : parts) {
+        GGML_ASSERT(t->type == parts[0]->type && ggml_is_contiguous(t));
+        n += ggml_nelements(t);
+    }
+    ggml_tensor * dst = add(parts[0], parts[0]->type, n, 1, {});
+    jobs_.back().parts = parts;
+    return dst;
+}
+
 void DerivedWeights::materialize(const Backend & backend) {
     if (jobs_.empty()) return;
     buffer_ = ggml_backend_alloc_ctx_tensors(ctx_, backend.get());
@@ -57,7 +68,13 @@ void DerivedWeights::materialize(const Backend & backend) {
         in.resize(ggml_nbytes(job.src));
         out.resize(ggml_nbytes(job.dst));
         ggml_backend_tensor_get(job.src, in.data(), 0, in.size());
-        if (job.perm.empty()) {
+        if (!job.parts.empty()) {
+            size_t offset = 0;
+            for (ggml_tensor * t : job.parts) {
+                ggml_backend_tensor_get(t, out.data() + offset, 0, ggml_nbytes(t));
+                offset += ggml_nbytes(t);
+            }
+        } else if (job.perm.empty()) {
             const float * a = (const float *) in.data();
             float * inv = (float *) out.data();
             for (int64_t c = 0; c < ggml_nelements(job.src); ++c) inv[c] = 1.0f / (a[c] + kSnakeEps);

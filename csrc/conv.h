@@ -35,17 +35,21 @@ public:
     ggml_tensor * conv_transpose_weight(ggml_tensor * weight, bool direct);
     // Snake alpha (1, C, 1) -> [C] F32 holding 1 / (alpha + 1e-9).
     ggml_tensor * snake_inv_alpha(ggml_tensor * alpha);
+    // Tensors of one type laid end to end -> 1-D, all their elements (e.g. one Q/K/V projection
+    // from three Linears: reshape the weights' concatenation to [in, 3 * out]).
+    ggml_tensor * concat(const std::vector<ggml_tensor *> & parts);
 
     // Allocates the buffer on `backend` and computes every registered tensor.
     void materialize(const Backend & backend);
 
 private:
-    // A 3-axis weight permuted (dst axis i = src axis perm[i], innermost first), or Snake's
-    // reciprocal when perm is empty.
+    // A 3-axis weight permuted (dst axis i = src axis perm[i], innermost first), the
+    // concatenation of `parts` when there are any, or else Snake's reciprocal.
     struct Job {
         ggml_tensor * src;
         ggml_tensor * dst;
         std::vector<int> perm;
+        std::vector<ggml_tensor *> parts;
     };
     ggml_tensor * add(ggml_tensor * src, ggml_type type, int64_t ne0, int64_t ne1, std::vector<int> perm);
 

@@ -1,6 +1,7 @@
 #pragma once
 // DAC's encoder (transformers' DacEncoder) as the Higgs Audio v2 tokenizer's acoustic stream:
 // 24 kHz waveform -> hidden_size channels at sample_rate / hop_length frames per second.
+#include <cstdint>
 #include <string>
 #include <vector>
 

@@ -2,22 +2,15 @@
 
 #include <cmath>
 
-#include "channel_norm.h"
-#include "gelu_erf.h"
-
 #include "errors.h"
+#include "gelu_erf.h"
+#include "norm.h"
 
 namespace ov {
 
 namespace {
 
 const char * kKey = "omnivoice.semantic.";
-
-std::vector<int> int_array(const GGUFFile & file, const std::string & key) {
-    std::vector<int> out;
-    for (int64_t v : file.get_int_array(key)) out.push_back((int) v);
-    return out;
-}
 
 void set_name(ggml_tensor * t, const std::string & name) { ggml_set_name(t, name.c_str()); }
 
@@ -30,21 +23,32 @@ HubertHParams HubertHParams::load(const GGUFFile & file) {
     hp.n_ff = (int) file.get_u32(k + "intermediate_size");
     hp.n_head = (int) file.get_u32(k + "num_attention_heads");
     hp.n_layer = (int) file.get_u32(k + "num_hidden_layers");
-    hp.conv_dim = int_array(file, k + "conv_dim");
-    hp.conv_kernel = int_array(file, k + "conv_kernel");
-    hp.conv_stride = int_array(file, k + "conv_stride");
+    hp.conv_dim = file.get_int_array(k + "conv_dim");
+    hp.conv_kernel = file.get_int_array(k + "conv_kernel");
+    hp.conv_stride = file.get_int_array(k + "conv_stride");
     hp.n_pos_conv = (int) file.get_u32(k + "num_conv_pos_embeddings");
     hp.n_pos_groups = (int) file.get_u32(k + "num_conv_pos_embedding_groups");
     hp.eps = file.get_f32(k + "layer_norm_eps");
 
+    // The variants HubertModel supports beyond the one the tokenizer ships are refused by name.
     const std::string where = file.path() + ": ";
     const std::string norm = file.get_str(k + "feat_extract_norm");
     if (norm != "group") {
         throw ModelFormatError(where + k + "feat_extract_norm is '" + norm + "', only 'group' is supported");
     }
+    if (file.get_bool(k + "conv_bias")) {
+        throw ModelFormatError(where + k + "conv_bias is true; only bias-free feature convs are supported");
+    }
+    if (!file.get_bool(k + "feat_proj_layer_norm")) {
+        throw ModelFormatError(where + k + "feat_proj_layer_norm is false; only the LayerNorm projection is supported");
+    }
+    if (file.get_bool(k + "do_stable_layer_norm")) {
+        throw ModelFormatError(where + k + "do_stable_layer_norm is true; only post-LN encoder layers are supported");
+    }
     if (hp.conv_dim.empty() || hp.conv_dim.size() != hp.conv_kernel.size() ||
         hp.conv_dim.size() != hp.conv_stride.size()) {
-        throw ModelFormatError(where + k + "conv_dim, conv_kernel and conv_stride must be non-empty and of equal length");
+        throw ModelFormatError(where + k + "conv_dim, conv_kernel and conv_stride must be non-empty and of equal "
+                                           "length");
     }
     for (size_t i = 0; i < hp.conv_dim.size(); ++i) {
         if (hp.conv_dim[i] <= 0 || hp.conv_kernel[i] <= 0 || hp.conv_stride[i] <= 0) {
@@ -53,7 +57,8 @@ HubertHParams HubertHParams::load(const GGUFFile & file) {
     }
     if (hp.n_embd <= 0 || hp.n_head <= 0 || hp.n_embd % hp.n_head != 0 || hp.n_pos_groups <= 0 ||
         hp.n_embd % hp.n_pos_groups != 0 || hp.n_pos_conv <= 0 || hp.n_layer <= 0 || hp.n_ff <= 0) {
-        throw ModelFormatError(where + "inconsistent " + k + "* sizes (hidden_size must divide by heads and pos groups)");
+        throw ModelFormatError(where + "inconsistent " + k +
+                               "* sizes (hidden_size must divide by heads and pos groups)");
     }
     return hp;
 }
@@ -73,8 +78,9 @@ void LayerNorm::load(GGUFFile & file, const std::string & prefix, int64_t n, flo
     eps = eps_;
 }
 
-ggml_tensor * LayerNorm::forward(ggml_context * ctx, ggml_tensor * x) const {
-    return ggml_add(ctx, ggml_mul(ctx, ggml_norm(ctx, x, eps), weight), bias);
+ggml_tensor * LayerNorm::forward(ggml_context * ctx, ggml_tensor * x, ggml_tensor * residual,
+                                 ggml_tensor * x_bias) const {
+    return ov_layer_norm(ctx, x, weight, bias, eps, residual, x_bias);
 }
 
 HubertWeights HubertWeights::load(GGUFFile & file, DerivedWeights & derived, const HubertHParams & hp,
@@ -85,7 +91,8 @@ HubertWeights HubertWeights::load(GGUFFile & file, DerivedWeights & derived, con
     for (size_t i = 0; i < hp.conv_dim.size(); ++i) {
         const std::string p = prefix + "feature_extractor.conv_layers." + std::to_string(i) + ".";
         Conv1d conv;
-        conv.load(file, derived, p + "conv", in_ch, hp.conv_dim[i], hp.conv_kernel[i], hp.conv_stride[i], 0, 1, false);
+        conv.load(file, derived, p + "conv", in_ch, hp.conv_dim[i], (int) hp.conv_kernel[i], (int) hp.conv_stride[i],
+                  0, 1, false);
         w.conv.push_back(conv);
         if (i == 0) {
             w.group_norm_w = file.tensor(p + "layer_norm.weight", {hp.conv_dim[i]}, {GGML_TYPE_F32});
@@ -109,6 +116,8 @@ HubertWeights HubertWeights::load(GGUFFile & file, DerivedWeights & derived, con
         l.k_proj.load(file, p + "attention.k_proj", C, C);
         l.v_proj.load(file, p + "attention.v_proj", C, C);
         l.out_proj.load(file, p + "attention.out_proj", C, C);
+        l.qkv_w = derived.concat({l.q_proj.weight, l.k_proj.weight, l.v_proj.weight});
+        l.qkv_b = derived.concat({l.q_proj.bias, l.k_proj.bias, l.v_proj.bias});
         l.layer_norm.load(file, p + "layer_norm", C, hp.eps);
         l.intermediate_dense.load(file, p + "feed_forward.intermediate_dense", C, hp.n_ff);
         l.output_dense.load(file, p + "feed_forward.output_dense", hp.n_ff, C);
@@ -132,10 +141,10 @@ ggml_tensor * build_hubert(ggml_context * ctx, const HubertWeights & w, const Hu
         cur = ov_gelu_erf(ctx, cur);
         set_name(cur, "hubert.conv" + std::to_string(i));
     }
+    ggml_set_name(cur, "hubert.conv_out");  // the extractor's output, whatever its depth
     const int64_t T = cur->ne[1];
 
     // HubertFeatureProjection
-    ggml_set_name(cur, "hubert.conv_out");
     cur = w.proj_norm.forward(ctx, cur);
     cur = w.projection.forward(ctx, cur);  // [C, T]
     set_name(cur, "hubert.proj");
@@ -156,7 +165,7 @@ ggml_tensor * build_hubert(ggml_context * ctx, const HubertWeights & w, const Hu
         pos = ggml_cont(ctx, ggml_permute(ctx, pos, 0, 2, 1, 3));              // [C/g, g, T']
         pos = ggml_reshape_2d(ctx, pos, C, T_pad);                             // [C, T']
         pos = ggml_view_2d(ctx, pos, C, T, pos->nb[1], 0);                     // [C, T]
-        pos = ov_gelu_erf(ctx, ggml_add(ctx, pos, w.pos_conv_b));
+        pos = ov_gelu_erf(ctx, pos, w.pos_conv_b);  // the view is the contiguous first T steps
         set_name(pos, "hubert.pos_conv");
         cur = ggml_add(ctx, cur, pos);
     }
@@ -173,24 +182,31 @@ ggml_tensor * build_hubert(ggml_context * ctx, const HubertWeights & w, const Hu
 
         // HubertAttention: bidirectional, no mask
         {
-            ggml_tensor * q = l.q_proj.forward(ctx, cur);  // [C, T]
-            ggml_tensor * k = l.k_proj.forward(ctx, cur);
-            ggml_tensor * v = l.v_proj.forward(ctx, cur);
-            q = ggml_permute(ctx, ggml_reshape_3d(ctx, q, head_dim, hp.n_head, T), 0, 2, 1, 3);  // [hd, T, H]
-            k = ggml_permute(ctx, ggml_reshape_3d(ctx, k, head_dim, hp.n_head, T), 0, 2, 1, 3);
-            v = ggml_permute(ctx, ggml_reshape_3d(ctx, v, head_dim, hp.n_head, T), 0, 2, 1, 3);
+            // q, k, v in one matmul: rows [0, C), [C, 2C), [2C, 3C) of qkv
+            ggml_tensor * qkv = ggml_mul_mat(ctx, ggml_reshape_2d(ctx, l.qkv_w, C, 3 * C), cur);
+            qkv = ggml_add(ctx, qkv, l.qkv_b);  // [3C, T]
+            const auto head_view = [&](int i) {  // [hd, T, H]
+                ggml_tensor * t = ggml_view_3d(ctx, qkv, head_dim, hp.n_head, T, head_dim * qkv->nb[0], qkv->nb[1],
+                                               i * C * qkv->nb[0]);
+                return ggml_permute(ctx, t, 0, 2, 1, 3);
+            };
+            ggml_tensor * q = head_view(0);
+            ggml_tensor * k = head_view(1);
+            ggml_tensor * v = head_view(2);
             ggml_tensor * kqv = ggml_flash_attn_ext(ctx, q, k, v, nullptr, kq_scale, 0.0f, 0.0f);  // [hd, H, T]
             ggml_flash_attn_ext_set_prec(kqv, GGML_PREC_F32);
-            cur = l.out_proj.forward(ctx, ggml_reshape_2d(ctx, kqv, C, T));
-            set_name(cur, "hubert.l" + std::to_string(il) + ".attn");
+            // out_proj without its bias: the LayerNorm op adds it, then the residual
+            cur = ggml_mul_mat(ctx, l.out_proj.weight, ggml_reshape_2d(ctx, kqv, C, T));
+            cur = l.layer_norm.forward(ctx, cur, inpL, l.out_proj.bias);
         }
-        cur = l.layer_norm.forward(ctx, ggml_add(ctx, inpL, cur));
 
-        // HubertFeedForward, then final_layer_norm over the residual sum
+        // HubertFeedForward, then final_layer_norm over the residual sum; the biases of both
+        // Linears are added inside the GELU and LayerNorm ops
         {
-            ggml_tensor * ff = ov_gelu_erf(ctx, l.intermediate_dense.forward(ctx, cur));  // [n_ff, T]
-            ff = l.output_dense.forward(ctx, ff);
-            cur = l.final_layer_norm.forward(ctx, ggml_add(ctx, cur, ff));
+            ggml_tensor * ff = ov_gelu_erf(ctx, ggml_mul_mat(ctx, l.intermediate_dense.weight, cur),
+                                           l.intermediate_dense.bias);  // [n_ff, T]
+            ff = ggml_mul_mat(ctx, l.output_dense.weight, ff);        // [C, T]
+            cur = l.final_layer_norm.forward(ctx, ff, cur, l.output_dense.bias);
         }
         set_name(cur, "hubert.l" + std::to_string(il) + ".out");
         hidden_sum = ggml_add(ctx, hidden_sum, cur);

@@ -1,8 +1,10 @@
 #pragma once
 // HuBERT base as the Higgs Audio v2 tokenizer uses it for its semantic stream (transformers'
-// HubertModel with feat_extract_norm "group" and do_stable_layer_norm false): a strided conv
+// HubertModel with feat_extract_norm "group", bias-free feature convs, a LayerNorm feature
+// projection and do_stable_layer_norm false; other variants are refused at load): a strided conv
 // feature extractor, a projection, a grouped positional conv and post-LN transformer layers.
 // The tokenizer consumes the mean of all hidden states, so that is what the graph returns.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,7 +19,7 @@ struct HubertHParams {
     int n_ff = 0;        // intermediate_size
     int n_head = 0;      // num_attention_heads
     int n_layer = 0;     // num_hidden_layers
-    std::vector<int> conv_dim, conv_kernel, conv_stride;
+    std::vector<int64_t> conv_dim, conv_kernel, conv_stride;
     int n_pos_conv = 0;  // num_conv_pos_embeddings (kernel of the positional conv)
     int n_pos_groups = 0;
     float eps = 0.0f;    // layer_norm_eps
@@ -37,13 +39,18 @@ struct LayerNorm {
     float eps = 0.0f;
 
     void load(GGUFFile & file, const std::string & prefix, int64_t n, float eps);
-    // x: [n, T] -> [n, T]
-    ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x) const;
+    // x: [n, T] -> [n, T]. With residual [n, T] and x_bias [n], normalises (x + x_bias) + residual:
+    // a bias-free Linear output joined to its skip path, as the post-LN layers do.
+    ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x, ggml_tensor * residual = nullptr,
+                          ggml_tensor * x_bias = nullptr) const;
 };
 
 // HubertEncoderLayer
 struct HubertLayer {
     Linear q_proj, k_proj, v_proj, out_proj;  // attention.*
+    // q_proj, k_proj, v_proj as one Linear (DerivedWeights::concat): [C*3C] and [3C]
+    ggml_tensor * qkv_w = nullptr;
+    ggml_tensor * qkv_b = nullptr;
     LayerNorm layer_norm;
     Linear intermediate_dense, output_dense;  // feed_forward.*
     LayerNorm final_layer_norm;

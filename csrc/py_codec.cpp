@@ -144,7 +144,8 @@ void bind_codec(py::module_ & m) {
             "sample_rate (24 kHz), wave16 float32 [M] at 16 kHz -> int32 codes [n_codebooks, T].")
         .def(
             "encode_capture",
-            [](ov::Codec & c, const py::array & wave, const py::array & wave16, const std::vector<std::string> & names) {
+            [](ov::Codec & c, const py::array & wave, const py::array & wave16,
+               const std::vector<std::string> & names) {
                 auto w = wave_from_python(wave, "wave");
                 auto w16 = wave_from_python(wave16, "wave16");
                 ov::EncodeResult r;

@@ -11,9 +11,12 @@
 #include "bindings.h"
 #include "direct_conv.h"
 #include "errors.h"
+#include "gelu_erf.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
+#include "norm.h"
+#include "rvq_nearest.h"
 #include "snake.h"
 
 namespace py = pybind11;
@@ -30,8 +33,8 @@ ContextPtr new_context() {
 }
 
 // Computes `out` on a CPU backend of n_threads after uploading `inputs`; returns it as numpy
-// (ggml's shape reversed).
-F32Array run(ggml_context * ctx, ggml_tensor * out, int n_threads,
+// (ggml's shape reversed): float32 (T, C), or int32 (T,) for an I32 result.
+py::array run(ggml_context * ctx, ggml_tensor * out, int n_threads,
              const std::vector<std::pair<ggml_tensor *, const float *>> & inputs) {
     ggml_cgraph * graph = ggml_new_graph(ctx);
     ggml_build_forward_expand(graph, out);
@@ -46,13 +49,14 @@ F32Array run(ggml_context * ctx, ggml_tensor * out, int n_threads,
             throw std::runtime_error("graph compute failed");
         }
     }
-    F32Array result({out->ne[1], out->ne[0]});
+    py::array result = out->type == GGML_TYPE_I32 ? py::array(py::array_t<int32_t>(out->ne[0]))
+                                                  : py::array(F32Array({out->ne[1], out->ne[0]}));
     ggml_backend_tensor_get(out, result.mutable_data(), 0, ggml_nbytes(out));
     return result;
 }
 
 // Snake on x (numpy (T, C) = ggml [C, T]) with per-channel alpha, fused or composed.
-F32Array snake(const F32Array & x, const F32Array & alpha, bool fused, int n_threads) {
+py::array snake(const F32Array & x, const F32Array & alpha, bool fused, int n_threads) {
     if (x.ndim() != 2 || alpha.ndim() != 1 || alpha.shape(0) != x.shape(1) || x.size() == 0) {
         throw ov::InvalidInput("snake: x must be (T, C) with T, C >= 1 and alpha (C,)");
     }
@@ -69,7 +73,7 @@ F32Array snake(const F32Array & x, const F32Array & alpha, bool fused, int n_thr
 
 // ov_conv_1d_direct on x (T, IC) with weight (K*IC, OC) (row k*IC + ic), optional bias (OC,) and
 // residual (T_out, OC).
-F32Array conv1d(const F32Array & x, const F32Array & weight, std::optional<F32Array> bias,
+py::array conv1d(const F32Array & x, const F32Array & weight, std::optional<F32Array> bias,
                 std::optional<F32Array> residual, int stride, int padding, int dilation, int n_threads) {
     if (x.ndim() != 2 || weight.ndim() != 2 || x.size() == 0 || weight.shape(0) % x.shape(1) != 0 ||
         weight.shape(1) % OV_DIRECT_CONV_LANES != 0 || stride < 1 || dilation < 1 || padding < 0) {
@@ -100,6 +104,70 @@ F32Array conv1d(const F32Array & x, const F32Array & weight, std::optional<F32Ar
     return run(ctx.get(), y, n_threads, inputs);
 }
 
+// Throws unless x is (T, C) with T, C >= 1 and every vector in `per_channel` is (C,).
+void check_tc(const char * op, const F32Array & x, std::initializer_list<const F32Array *> per_channel) {
+    bool ok = x.ndim() == 2 && x.size() > 0;
+    for (const F32Array * v : per_channel) ok = ok && v->ndim() == 1 && v->shape(0) == x.shape(1);
+    if (!ok) throw ov::InvalidInput(std::string(op) + ": x must be (T, C) with T, C >= 1 and each vector (C,)");
+}
+
+// Exact GELU of x (T, C), plus bias (C,) first when given.
+py::array gelu_erf(const F32Array & x, std::optional<F32Array> bias, int n_threads) {
+    if (bias) check_tc("gelu_erf", x, {&*bias});
+    else check_tc("gelu_erf", x, {});
+    ContextPtr ctx = new_context();
+    ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, x.shape(1), x.shape(0));
+    std::vector<std::pair<ggml_tensor *, const float *>> inputs = {{xt, x.data()}};
+    ggml_tensor * bt = nullptr;
+    if (bias) {
+        bt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, x.shape(1));
+        inputs.push_back({bt, bias->data()});
+    }
+    return run(ctx.get(), ov_gelu_erf(ctx.get(), xt, bt), n_threads, inputs);
+}
+
+// Affine normalisation of x (T, C) over C per step (LayerNorm, of (x + x_bias) + residual when
+// given) or over T per channel (GroupNorm with a group per channel).
+py::array norm(const F32Array & x, const F32Array & weight, const F32Array & bias, float eps, bool over_time,
+               std::optional<F32Array> residual, std::optional<F32Array> x_bias, int n_threads) {
+    check_tc("norm", x, {&weight, &bias});
+    if (x_bias) check_tc("norm", x, {&*x_bias});
+    if (residual && (residual->ndim() != 2 || residual->shape(0) != x.shape(0) || residual->shape(1) != x.shape(1))) {
+        throw ov::InvalidInput("norm: residual must have x's shape");
+    }
+    if (over_time && (residual || x_bias)) throw ov::InvalidInput("norm: residual and x_bias are LayerNorm's");
+    ContextPtr ctx = new_context();
+    ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, x.shape(1), x.shape(0));
+    ggml_tensor * wt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, x.shape(1));
+    ggml_tensor * bt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, x.shape(1));
+    std::vector<std::pair<ggml_tensor *, const float *>> inputs = {{xt, x.data()}, {wt, weight.data()},
+                                                                   {bt, bias.data()}};
+    ggml_tensor * rt = nullptr;
+    ggml_tensor * xbt = nullptr;
+    if (residual) {
+        rt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, x.shape(1), x.shape(0));
+        inputs.push_back({rt, residual->data()});
+    }
+    if (x_bias) {
+        xbt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, x.shape(1));
+        inputs.push_back({xbt, x_bias->data()});
+    }
+    ggml_tensor * y = over_time ? ov_channel_norm(ctx.get(), xt, wt, bt, eps)
+                                : ov_layer_norm(ctx.get(), xt, wt, bt, eps, rt, xbt);
+    return run(ctx.get(), y, n_threads, inputs);
+}
+
+// Nearest codebook entry per frame of h (T, dim) in embed (n_entries, dim).
+py::array rvq_nearest(const F32Array & h, const F32Array & embed, int n_threads) {
+    if (h.ndim() != 2 || embed.ndim() != 2 || h.size() == 0 || embed.size() == 0 || h.shape(1) != embed.shape(1)) {
+        throw ov::InvalidInput("rvq_nearest: h must be (T, dim) and embed (n_entries, dim), non-empty");
+    }
+    ContextPtr ctx = new_context();
+    ggml_tensor * ht = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, h.shape(1), h.shape(0));
+    ggml_tensor * et = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, embed.shape(1), embed.shape(0));
+    return run(ctx.get(), ov_rvq_nearest(ctx.get(), ht, et), n_threads, {{ht, h.data()}, {et, embed.data()}});
+}
+
 void bind_ops(py::module_ & m) {
     m.def("op_snake", &snake, "x"_a, "alpha"_a, "fused"_a = true, "n_threads"_a = 2,
           "Snake y = x + sin(alpha*x)^2 / (alpha + 1e-9) on x (T, C), alpha (C,), as the codec runs it "
@@ -107,6 +175,16 @@ void bind_ops(py::module_ & m) {
     m.def("op_conv1d", &conv1d, "x"_a, "weight"_a, "bias"_a = py::none(), "residual"_a = py::none(),
           "stride"_a = 1, "padding"_a = 0, "dilation"_a = 1, "n_threads"_a = 2,
           "The direct Conv1d op on x (T, IC) with weight (K*IC, OC), row k*IC + ic (for tests).");
+    m.def("op_gelu_erf", &gelu_erf, "x"_a, "bias"_a = py::none(), "n_threads"_a = 2,
+          "GELU(x + bias) with erf on x (T, C), bias (C,) or None, as HuBERT runs it (for tests).");
+    m.def("op_norm", &norm, "x"_a, "weight"_a, "bias"_a, "eps"_a, "over_time"_a, "residual"_a = py::none(),
+          "x_bias"_a = py::none(), "n_threads"_a = 2,
+          "Affine normalisation of x (T, C): over C per step (LayerNorm, of (x + x_bias) + residual when "
+          "given) or, with over_time, over T per channel (GroupNorm with a group per channel), as HuBERT runs "
+          "them (for tests).");
+    m.def("op_rvq_nearest", &rvq_nearest, "h"_a, "embed"_a, "n_threads"_a = 2,
+          "Index of the nearest embed row (n_entries, dim) for each row of h (T, dim), by the reference's "
+          "distance formula, first index on ties (for tests).");
 }
 
 const ov::Binding reg(&bind_ops);

@@ -1,5 +1,7 @@
 #include "rvq.h"
 
+#include "rvq_nearest.h"
+
 namespace ov {
 
 void ResidualVectorQuantizer::load_decode(GGUFFile & file, const std::string & prefix, int n_quantizers,
@@ -43,15 +45,8 @@ std::vector<ggml_tensor *> ResidualVectorQuantizer::encode(ggml_context * ctx, g
     ggml_tensor * residual = x;  // [hidden, T]
     for (size_t q = 0; q < quantizers.size(); ++q) {
         const VectorQuantizer & vq = quantizers[q];
-        // HiggsAudioV2TokenizerEuclideanCodebook.quantize: argmax of
-        // -(|h|^2 - 2 h.e + |e|^2), summed in that order, first index on ties (as torch's max).
-        ggml_tensor * h = vq.project_in.forward(ctx, residual);                          // [dim, T]
-        ggml_tensor * h_sq = ggml_sum_rows(ctx, ggml_sqr(ctx, h));                       // [1, T]
-        ggml_tensor * e_sq = ggml_sum_rows(ctx, ggml_sqr(ctx, vq.embed));                // [1, size]
-        e_sq = ggml_reshape_2d(ctx, e_sq, e_sq->ne[1], 1);                               // [size, 1]
-        ggml_tensor * dot = ggml_scale(ctx, ggml_mul_mat(ctx, vq.embed, h), -2.0f);      // [size, T]
-        ggml_tensor * dist = ggml_add(ctx, ggml_add(ctx, dot, h_sq), e_sq);
-        ggml_tensor * ids = ggml_argmax(ctx, ggml_neg(ctx, dist));                       // [T]
+        // HiggsAudioV2TokenizerEuclideanCodebook.quantize of project_in(residual)
+        ggml_tensor * ids = ov_rvq_nearest(ctx, vq.project_in.forward(ctx, residual), vq.embed);  // [T]
         ggml_format_name(ids, "rvq.q%zu.codes", q);
         codes.push_back(ids);
 

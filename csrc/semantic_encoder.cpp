@@ -8,21 +8,15 @@ namespace {
 
 const std::string kKey = "omnivoice.semantic_encoder.";
 
-std::vector<int> int_array(const GGUFFile & file, const std::string & key) {
-    std::vector<int> out;
-    for (int64_t v : file.get_int_array(key)) out.push_back((int) v);
-    return out;
-}
-
 }  // namespace
 
 SemanticEncoderHParams SemanticEncoderHParams::load(const GGUFFile & file, int channels) {
     SemanticEncoderHParams hp;
     hp.channels = channels;
     hp.kernel_size = (int) file.get_u32(kKey + "kernel_size");
-    hp.strides = int_array(file, kKey + "strides");
-    hp.channel_ratios = int_array(file, kKey + "channel_ratios");
-    hp.block_dilations = int_array(file, kKey + "block_dilations");
+    hp.strides = file.get_int_array(kKey + "strides");
+    hp.channel_ratios = file.get_int_array(kKey + "channel_ratios");
+    hp.block_dilations = file.get_int_array(kKey + "block_dilations");
     hp.unit_kernel_size = (int) file.get_u32(kKey + "unit_kernel_size");
     if (hp.strides.size() != hp.channel_ratios.size()) {
         throw ModelFormatError(file.path() + ": " + kKey + "strides and channel_ratios differ in length");
@@ -32,6 +26,9 @@ SemanticEncoderHParams SemanticEncoderHParams::load(const GGUFFile & file, int c
             throw ModelFormatError(file.path() + ": " + kKey + "strides and channel_ratios must be positive");
         }
     }
+    for (int64_t d : hp.block_dilations) {
+        if (d <= 0) throw ModelFormatError(file.path() + ": " + kKey + "block_dilations must be positive");
+    }
     if (hp.kernel_size <= 0 || hp.unit_kernel_size <= 0) {
         throw ModelFormatError(file.path() + ": " + kKey + "kernel sizes must be positive");
     }
@@ -40,8 +37,7 @@ SemanticEncoderHParams SemanticEncoderHParams::load(const GGUFFile & file, int c
 
 ggml_tensor * SemanticResidualUnit::forward(ggml_context * ctx, ggml_tensor * x) const {
     ggml_tensor * y = conv1.forward(ctx, ggml_elu(ctx, x));
-    y = conv2.forward(ctx, ggml_elu(ctx, y));
-    return ggml_add(ctx, x, y);
+    return conv2.forward(ctx, ggml_elu(ctx, y), x);
 }
 
 void SemanticEncoder::load(GGUFFile & file, DerivedWeights & derived, const SemanticEncoderHParams & hp,
@@ -55,7 +51,7 @@ void SemanticEncoder::load(GGUFFile & file, DerivedWeights & derived, const Sema
         SemanticEncoderBlock block;
         for (size_t j = 0; j < hp.block_dilations.size(); ++j) {
             const std::string pu = p + "res_units." + std::to_string(j) + ".";
-            const int d = hp.block_dilations[j];
+            const int d = (int) hp.block_dilations[j];
             SemanticResidualUnit unit;
             unit.conv1.load(file, derived, pu + "conv1", in_ch, in_ch, hp.unit_kernel_size, 1,
                             (hp.unit_kernel_size - 1) / 2 * d, d, false);
@@ -63,7 +59,7 @@ void SemanticEncoder::load(GGUFFile & file, DerivedWeights & derived, const Sema
             block.res_units.push_back(unit);
         }
         // A stride-1 block uses kernel 3 rather than 2 * stride (the reference's special case).
-        const int stride = hp.strides[i];
+        const int stride = (int) hp.strides[i];
         const int kernel = stride == 1 ? 3 : 2 * stride;
         block.conv.load(file, derived, p + "conv", in_ch, out_ch, kernel, stride, (kernel - 1) / 2, 1, true);
         conv_blocks.push_back(block);

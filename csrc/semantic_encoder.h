@@ -1,6 +1,7 @@
 #pragma once
 // The Higgs Audio v2 tokenizer's SemanticEncoder: a conv stack over the (downsampled) HuBERT
 // features before they are joined with the acoustic stream.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,7 @@ struct SemanticEncoderHParams {
     int channels = 0;          // semantic hidden size (HuBERT's)
     int kernel_size = 0;       // first conv
     int unit_kernel_size = 0;  // residual units' dilated conv
-    std::vector<int> strides, channel_ratios, block_dilations;
+    std::vector<int64_t> strides, channel_ratios, block_dilations;
 
     // `channels` is HuBERT's hidden size; the rest comes from omnivoice.semantic_encoder.*.
     static SemanticEncoderHParams load(const GGUFFile & file, int channels);

@@ -2,12 +2,7 @@
 
 #include <cstdint>
 
-// Compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time (as the Snake op).
-#if defined(__x86_64__) && defined(__GNUC__)
-#define OV_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define OV_SIMD_CLONES
-#endif
+#include "custom_op.h"
 
 namespace {
 
@@ -23,9 +18,9 @@ constexpr float kA6 = 0.0000430638f;
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 
 OV_SIMD_CLONES
-void gelu_erf_range(float * y, const float * x, int64_t n) {
+void gelu_erf_row(float * y, const float * x, const float * bias, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
-        const float v = x[i];
+        const float v = x[i] + (bias ? bias[i] : 0.0f);
         const float z = (v < 0.0f ? -v : v) * kInvSqrt2;
         float p = 1.0f + z * (kA1 + z * (kA2 + z * (kA3 + z * (kA4 + z * (kA5 + z * kA6)))));
         p *= p;  // ^2
@@ -39,20 +34,22 @@ void gelu_erf_range(float * y, const float * x, int64_t n) {
     }
 }
 
-// ggml custom op: dst->src[0] = x; thread ith of nth takes a contiguous range of elements.
+// ggml custom op: dst->src = {x, bias or absent}; thread ith of nth takes a range of rows.
 void gelu_erf_compute(ggml_tensor * dst, int ith, int nth, void * /*userdata*/) {
-    const int64_t n = ggml_nelements(dst);
-    const int64_t per_thread = (n + nth - 1) / nth;
-    const int64_t i0 = per_thread * ith < n ? per_thread * ith : n;
-    const int64_t i1 = i0 + per_thread < n ? i0 + per_thread : n;
-    gelu_erf_range((float *) dst->data + i0, (const float *) dst->src[0]->data + i0, i1 - i0);
+    const float * x = (const float *) dst->src[0]->data;
+    const float * bias = dst->src[1] ? (const float *) dst->src[1]->data : nullptr;
+    const int64_t n = dst->ne[0], n_rows = ggml_nrows(dst);
+    int64_t r0, r1;
+    ov_thread_range(n_rows, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; ++r) gelu_erf_row((float *) dst->data + r * n, x + r * n, bias, n);
 }
 
 }  // namespace
 
-ggml_tensor * ov_gelu_erf(ggml_context * ctx, ggml_tensor * x) {
+ggml_tensor * ov_gelu_erf(ggml_context * ctx, ggml_tensor * x, ggml_tensor * bias) {
     GGML_ASSERT(x->type == GGML_TYPE_F32 && ggml_is_contiguous(x));
-    ggml_tensor * args[] = {x};
-    return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, 1, gelu_erf_compute,
-                          GGML_N_TASKS_MAX, nullptr);
+    GGML_ASSERT(!bias || (bias->type == GGML_TYPE_F32 && ggml_nelements(bias) == x->ne[0]));
+    ggml_tensor * args[] = {x, bias};
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, bias ? 2 : 1,
+                          gelu_erf_compute, GGML_N_TASKS_MAX, nullptr);
 }

@@ -3,5 +3,6 @@
 // ggml_gelu_erf calls erff one element at a time, which made it a tenth of HuBERT's run time.
 #include "ggml.h"
 
-// x: any shape, F32, contiguous -> same shape F32.
-ggml_tensor * ov_gelu_erf(ggml_context * ctx, ggml_tensor * x);
+// x: [C, T] F32, contiguous; bias: C values F32 added first (a Linear's bias), or null.
+// Returns [C, T] F32: GELU(x + bias).
+ggml_tensor * ov_gelu_erf(ggml_context * ctx, ggml_tensor * x, ggml_tensor * bias = nullptr);

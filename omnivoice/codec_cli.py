@@ -3,8 +3,8 @@
 An audio file (any format and rate libsndfile reads) is encoded to a codes file (``.ovrq``, see
 :mod:`omnivoice.audio_tokenizer`); a codes file is decoded to a 24 kHz WAV. The direction follows
 the input: a file that starts with the codes magic is decoded, anything else is encoded. The
-output defaults to the input's name with the other extension. Errors print one line and exit
-non-zero.
+output defaults to the input's name with the other extension, unless that file exists (then -o
+is required). Errors print one line and exit non-zero.
 
     omnivoice-codec --model omnivoice-tokenizer-F32.gguf -i clip.wav            # -> clip.ovrq
     omnivoice-codec --model omnivoice-tokenizer-F32.gguf -i clip.ovrq -o out.wav --format wav24
@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--model", required=True, help="codec GGUF (omnivoice-tokenizer-*.gguf)")
     p.add_argument("-i", "--input", required=True, help="audio file to encode, or .ovrq codes file to decode")
-    p.add_argument("-o", "--output", help="output file (default: the input with .ovrq or .wav)")
+    p.add_argument("-o", "--output", help="output file (default: the input with .ovrq or .wav, if no such file)")
     p.add_argument("--format", choices=tuple(WAV_FORMATS), default="wav16",
                    help="WAV sample format when decoding (default: %(default)s)")
     p.add_argument("--threads", type=_positive_int, help="CPU threads (default: every core)")
@@ -64,6 +64,9 @@ def _run(args: argparse.Namespace) -> None:
     dst = Path(args.output) if args.output else src.with_suffix(".wav" if decode else CODES_SUFFIX)
     if dst.resolve() == src.resolve():
         raise ValueError(f"output {dst} would overwrite the input; give -o")
+    if not args.output and dst.exists():
+        # The default name may be the recording the codes came from: never replace it unasked.
+        raise ValueError(f"{dst} exists; give -o to choose the output (an explicit -o overwrites)")
     tok = AudioTokenizer.from_file(args.model, n_threads=args.threads)
     if decode:
         audio = tok.decode(load_codes(src))
@@ -73,7 +76,9 @@ def _run(args: argparse.Namespace) -> None:
         # Whole frames only, as upstream OmniVoice trims a reference before encoding it.
         wave = truncate_to_hop(load_audio(src, tok.sample_rate), tok.hop_length)
         if wave.size == 0:
-            raise ValueError(f"{src} is shorter than one codec frame ({tok.hop_length} samples at {tok.sample_rate} Hz)")
+            raise ValueError(
+                f"{src} is shorter than one codec frame ({tok.hop_length} samples at {tok.sample_rate} Hz)"
+            )
         codes = tok.encode(wave, tok.sample_rate)
         save_codes(dst, codes, tok.sample_rate, tok.frame_rate)
         logger.info("encoded %s -> %s (%d frames)", src, dst, codes.shape[1])

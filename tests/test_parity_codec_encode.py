@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import gguf
 import numpy as np
 import pytest
 import soundfile as sf
 
 from omnivoice import _core
-from omnivoice.audio_tokenizer import AudioTokenizer, load_codes
+from omnivoice.audio_tokenizer import AudioTokenizer, load_codes, save_codes
 from omnivoice.codec_cli import main as codec_cli
 
 FIXTURE = Path(__file__).parent / "data" / "fixtures" / "codec_encode.npz"
@@ -147,6 +148,58 @@ def test_decode_only_file_cannot_encode(tmp_path: Path, ref: dict[str, np.ndarra
         _core.Codec(str(path), _core.Backend(1)).encode(ref["audio_24k"], ref["audio_16k"])
 
 
+def test_f16_codec_encodes_close_to_reference(tmp_path: Path, ref: dict[str, np.ndarray]) -> None:
+    from omnivoice.convert import convert_codec
+
+    path = tmp_path / "tiny-F16.gguf"
+    convert_codec(TINY_CODEC, path, codec_type="F16")
+    codes = AudioTokenizer.from_file(path, n_threads=2).encode(ref["audio_24k"], 24000)
+    # F16 weights move the latent by ~1e-3 relative: the first codebooks hold, late residual
+    # ones may flip a few entries.
+    assert codes.shape == ref["codes"].shape
+    np.testing.assert_array_equal(codes[:4], ref["codes"][:4])
+    assert (codes == ref["codes"]).mean() > 0.9
+
+
+def rewrite(src: Path, dst: Path, overrides: dict[str, object], drop: str = "") -> None:
+    """Copies the GGUF ``src`` to ``dst`` with some metadata values replaced (same types) and
+    tensor ``drop`` left out."""
+    reader = gguf.GGUFReader(src)
+    writer = gguf.GGUFWriter(dst, reader.fields["general.architecture"].contents())
+    for key, field in reader.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        sub_type = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(key, overrides.get(key, field.contents()), field.types[0], sub_type=sub_type)
+    for t in reader.tensors:
+        if t.name != drop:
+            writer.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "drop", "match"),
+    [
+        ({"omnivoice.semantic.feat_extract_norm": "layer"}, "", "only 'group'"),
+        ({"omnivoice.semantic.do_stable_layer_norm": True}, "", "post-LN"),
+        ({"omnivoice.semantic_encoder.block_dilations": [0, 1]}, "", "block_dilations"),
+        ({"omnivoice.semantic.num_attention_heads": 5}, "", "divide"),
+        ({}, "hubert.encoder.layers.1.feed_forward.output_dense.bias", "missing tensor"),
+        ({}, "quantizer.quantizers.3.project_in.weight", "missing tensor"),
+    ],
+)
+def test_bad_encoder_file(
+    tiny_codec_gguf: Path, tmp_path: Path, overrides: dict[str, object], drop: str, match: str
+) -> None:
+    path = tmp_path / "bad.gguf"
+    rewrite(tiny_codec_gguf, path, overrides, drop)
+    with pytest.raises(ValueError, match=match):
+        AudioTokenizer.from_file(path, n_threads=1)
+
+
 def test_cli_round_trip(tiny_codec_gguf: Path, tmp_path: Path, ref: dict[str, np.ndarray]) -> None:
     wav = tmp_path / "clip.wav"
     # A 48 kHz float file of the fixture signal plus half a frame the CLI drops.
@@ -172,6 +225,11 @@ def test_cli_errors_are_one_line(tiny_codec_gguf: Path, tmp_path: Path, capsys: 
 
     assert codec_cli(["--model", str(tiny_codec_gguf), "-i", str(tmp_path / "missing.wav")]) == 1
     assert "not found" in capsys.readouterr().err
+
+    # Decoding short.ovrq by default would write short.wav, the original: refused.
+    save_codes(tmp_path / "short.ovrq", np.zeros((8, 2), np.int32))
+    assert codec_cli(["--model", str(tiny_codec_gguf), "-i", str(tmp_path / "short.ovrq")]) == 1
+    assert "exists; give -o" in capsys.readouterr().err
 
     bad = tmp_path / "bad.ovrq"
     bad.write_bytes(b"OVRQ" + b"\0" * 4)
