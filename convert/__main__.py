@@ -7,6 +7,7 @@ import logging
 import sys
 import time
 
+from .._cli import run_command
 from . import CODEC_TYPES, LM_TYPES, convert_model
 
 
@@ -26,18 +27,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-encoder", action="store_true", help="write a decode-only codec (no audio encoder)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every tensor")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(message)s")
+    if args.verbose:
+        logging.basicConfig(level=logging.DEBUG, format="%(message)s")
 
-    start = time.perf_counter()
-    try:
+
+    def run() -> None:
+        start = time.perf_counter()
         result = convert_model(args.model_dir, args.outdir, args.outtype, args.codec_type, not args.no_encoder)
-    except (FileNotFoundError, ValueError) as e:
-        print(f"omnivoice-convert: error: {e}", file=sys.stderr)
-        return 1
-    print(result.lm.describe())
-    print(result.codec.describe())
-    print(f"done in {time.perf_counter() - start:.1f} s")
-    return 0
+        print(result.lm.describe())
+        print(result.codec.describe())
+        print(f"done in {time.perf_counter() - start:.1f} s")
+
+    return run_command("omnivoice-convert", run)
 
 
 if __name__ == "__main__":

@@ -8,29 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
-EXIT_USAGE = 2
-EXIT_ERROR = 1
-
-
-def _positive_float(text: str) -> float:
-    v = float(text)
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return v
-
-
-def _positive_int(text: str) -> int:
-    v = int(text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return v
-
+from ._cli import positive_float, positive_int, run_command
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -48,16 +31,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="WAV sample format: 16-bit, 24-bit PCM or 32-bit float (default: %(default)s)")
     p.add_argument("--lang", help="language name or code, e.g. English or en (default: language-agnostic)")
     p.add_argument("--instruct", help='voice design attributes, e.g. "female, low pitch, british accent"')
-    p.add_argument("--duration", type=_positive_float, help="output duration in seconds (default: estimated)")
-    p.add_argument("--speed", type=_positive_float, help="speaking speed factor (default: 1.0)")
+    p.add_argument("--duration", type=positive_float, help="output duration in seconds (default: estimated)")
+    p.add_argument("--speed", type=positive_float, help="speaking speed factor (default: 1.0)")
     p.add_argument("--ref-wav", help="reference audio for voice cloning")
     p.add_argument("--ref-text", help="transcript of --ref-wav (required with it)")
     p.add_argument("--voice", help="a voice prompt saved with --save-voice (replaces --ref-wav/--ref-text)")
     p.add_argument("--save-voice", help="save the voice prompt made from --ref-wav/--ref-text to this file")
     p.add_argument("--seed", type=int, help="random seed (default: random)")
-    p.add_argument("--steps", type=_positive_int, default=32, help="MaskGIT steps (default: %(default)s)")
+    p.add_argument("--steps", type=positive_int, default=32, help="MaskGIT steps (default: %(default)s)")
     p.add_argument("--guidance", type=float, default=2.0, help="classifier-free guidance scale (default: %(default)s)")
-    p.add_argument("--chunk-duration", type=float, default=15.0,
+    p.add_argument("--chunk-duration", type=positive_float, default=15.0,
                    help="long-form chunk length in seconds (default: %(default)s)")
     p.add_argument("--chunk-threshold", type=float, default=30.0,
                    help="chunk only above this estimated duration in seconds (default: %(default)s)")
@@ -65,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-preprocess", action="store_true",
                    help="keep the reference audio and transcript as given (no silence trim, no punctuation)")
     p.add_argument("--no-postprocess", action="store_true", help="return the raw decode (no silence removal, fade, pad)")
-    p.add_argument("--threads", type=_positive_int, help="CPU threads (default: all cores)")
+    p.add_argument("--threads", type=positive_int, help="CPU threads (default: all cores)")
     p.add_argument("--batch", help="JSONL file, one request per line (keys: text, output, and any of lang, "
                                    "instruct, duration, speed, ref_wav, ref_text, voice, seed); -o names "
                                    "the output directory for lines without 'output'")
@@ -176,25 +159,10 @@ def _run(args: argparse.Namespace) -> None:
         write_wav(args.output, audio, model.sampling_rate, args.format)
 
 
-def _one_line(message: str) -> str:
-    """The first paragraph of a (possibly multi-line) error message, on one line."""
-    first = message.strip().split("\n\n", 1)[0]
-    return " ".join(line.strip() for line in first.splitlines())
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``omnivoice-tts``; returns the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="omnivoice-tts: %(message)s")
-    try:
-        _run(args)
-    except KeyboardInterrupt:
-        return 130
-    except (ValueError, FileNotFoundError, OSError, RuntimeError) as e:
-        print(f"omnivoice-tts: error: {_one_line(str(e))}", file=sys.stderr)
-        return EXIT_ERROR
-    return 0
+    args = build_parser().parse_args(argv)
+    return run_command("omnivoice-tts", lambda: _run(args))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from ._cli import positive_int, run_command
 from .audio import WAV_FORMATS, load_audio, truncate_to_hop, write_wav
 from .audio_tokenizer import CODES_MAGIC, AudioTokenizer, load_codes, save_codes
 
@@ -25,15 +26,7 @@ __all__ = ["main"]
 
 logger = logging.getLogger(__name__)
 
-EXIT_ERROR = 1
 CODES_SUFFIX = ".ovrq"
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="output file (default: the input with .ovrq or .wav, if no such file)")
     p.add_argument("--format", choices=tuple(WAV_FORMATS), default="wav16",
                    help="WAV sample format when decoding (default: %(default)s)")
-    p.add_argument("--threads", type=_positive_int, help="CPU threads (default: every core)")
+    p.add_argument("--threads", type=positive_int, help="CPU threads (default: every core)")
     return p
 
 
@@ -87,15 +80,7 @@ def _run(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``omnivoice-codec``; returns the exit status."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="omnivoice-codec: %(message)s")
-    try:
-        _run(args)
-    except KeyboardInterrupt:
-        return 130
-    except (ValueError, FileNotFoundError, OSError, RuntimeError) as e:
-        print(f"omnivoice-codec: error: {e}", file=sys.stderr)
-        return EXIT_ERROR
-    return 0
+    return run_command("omnivoice-codec", lambda: _run(args))
 
 
 if __name__ == "__main__":

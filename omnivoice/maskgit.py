@@ -45,7 +45,7 @@ _TOP_K_RATIO = 0.1
 _GUMBEL_EPS = 1e-10
 
 
-@dataclass(frozen=True)
+@dataclass
 class MaskGITConfig:
     """Decoding options, with upstream ``OmniVoiceGenerationConfig``'s defaults.
 
@@ -66,6 +66,10 @@ class MaskGITConfig:
     class_temperature: float = 0.0
 
     def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raises ValueError for an out-of-range option (checked again by :func:`generate`)."""
         if isinstance(self.num_step, bool) or not isinstance(self.num_step, (int, np.integer)) or self.num_step < 1:
             raise ValueError(f"num_step must be a positive integer, got {self.num_step!r}")
         for name in ("guidance_scale", "layer_penalty_factor"):
@@ -245,6 +249,7 @@ def generate(
         ValueError: If the batch does not fit the config or ``forward`` returns logits of
             the wrong shape or non-finite values.
     """
+    config.validate()
     if not isinstance(rng, np.random.Generator):
         raise ValueError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     if config.guidance_scale != 0 and not batch.guided:

@@ -44,15 +44,11 @@ Progress = Callable[[str, int, int], None]
 
 
 @dataclass
-class OmniVoiceGenerationConfig:
-    """Generation settings, with upstream's names and defaults."""
+class OmniVoiceGenerationConfig(MaskGITConfig):
+    """Generation settings, with upstream's names and defaults: the MaskGIT options
+    (``num_step``, ``guidance_scale``, ``t_shift``, ``layer_penalty_factor``,
+    ``position_temperature``, ``class_temperature``) and the pipeline's below."""
 
-    num_step: int = 32
-    guidance_scale: float = 2.0
-    t_shift: float = 0.1
-    layer_penalty_factor: float = 5.0
-    position_temperature: float = 5.0
-    class_temperature: float = 0.0
     denoise: bool = True
     preprocess_prompt: bool = True
     postprocess_output: bool = True
@@ -68,12 +64,10 @@ class OmniVoiceGenerationConfig:
             raise TypeError(f"unknown generation argument(s): {', '.join(unknown)}")
         return cls(**kwargs)
 
-    def maskgit(self) -> MaskGITConfig:
-        """The decoding settings; raises ValueError for out-of-range values."""
-        return MaskGITConfig(num_step=self.num_step, guidance_scale=self.guidance_scale, t_shift=self.t_shift,
-                             layer_penalty_factor=self.layer_penalty_factor,
-                             position_temperature=self.position_temperature,
-                             class_temperature=self.class_temperature)
+    def validate(self) -> None:
+        super().validate()
+        if not self.audio_chunk_duration > 0:
+            raise ValueError(f"audio_chunk_duration must be > 0, got {self.audio_chunk_duration!r}")
 
 
 @dataclass
@@ -228,7 +222,7 @@ class OmniVoice:
             One float32 array at :attr:`sampling_rate` per text.
         """
         config = generation_config or OmniVoiceGenerationConfig.from_dict(kwargs)
-        config.maskgit()  # validate before any work
+        config.validate()  # before any work
         rng = np.random.default_rng(seed)
         items = self._prepare_items(text, language, ref_text, ref_audio, voice_clone_prompt, instruct,
                                     duration, speed, config)
@@ -275,7 +269,7 @@ class OmniVoice:
         equal :meth:`generate`'s output.
         """
         config = generation_config or OmniVoiceGenerationConfig.from_dict(kwargs)
-        config.maskgit()  # validate before any work
+        config.validate()  # before any work
         rng = np.random.default_rng(seed)
         (item,) = self._prepare_items(text, language, ref_text, ref_audio, voice_clone_prompt, instruct,
                                       duration, speed, config)
@@ -386,7 +380,7 @@ class OmniVoice:
                 progress("steps", steps, config.num_step)
                 return logits
 
-        tokens = maskgit_generate(forward, batch, config.maskgit(), rng)
+        tokens = maskgit_generate(forward, batch, config, rng)
         if progress is not None and steps < config.num_step:
             progress("steps", config.num_step, config.num_step)  # steps with nothing to unmask are skipped
         return tokens
