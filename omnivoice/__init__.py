@@ -5,7 +5,19 @@ from __future__ import annotations
 from . import _libs  # noqa: F401  (must run before _core is imported)
 from ._core import Backend, ModelFormatError
 from .audio_tokenizer import AudioTokenizer, load_codes, save_codes
+from .model import AudioChunk, OmniVoice, OmniVoiceGenerationConfig, VoiceClonePrompt
 
 __version__ = "0.1.0"
 
-__all__ = ["AudioTokenizer", "Backend", "ModelFormatError", "__version__", "load_codes", "save_codes"]
+__all__ = [
+    "AudioChunk",
+    "AudioTokenizer",
+    "Backend",
+    "ModelFormatError",
+    "OmniVoice",
+    "OmniVoiceGenerationConfig",
+    "VoiceClonePrompt",
+    "__version__",
+    "load_codes",
+    "save_codes",
+]

@@ -34,6 +34,7 @@ from .silence import Pcm16, detect_leading_silence, detect_nonsilent, split_on_s
 __all__ = [
     "WAV_FORMATS",
     "StreamingWavWriter",
+    "apply_volume",
     "cross_fade_chunks",
     "fade_and_pad_audio",
     "load_audio",
@@ -377,13 +378,24 @@ def post_process_audio(
     """
     if postprocess_output:
         audio = remove_silence(audio, sample_rate, mid_sil=500, lead_sil=100, trail_sil=100)
+    return fade_and_pad_audio(apply_volume(audio, ref_rms), pad_duration, fade_duration, sample_rate)
+
+
+def apply_volume(audio: np.ndarray, ref_rms: Optional[float], peak: Optional[float] = None) -> np.ndarray:
+    """The volume rule of :func:`post_process_audio`.
+
+    Audio cloned from a quiet reference (RMS below 0.1) is scaled by ``ref_rms / 0.1``;
+    audio made without a reference is scaled so that ``peak`` (default: its own peak)
+    becomes 0.5.
+    """
     if ref_rms is not None and ref_rms < REFERENCE_MIN_RMS:
-        audio = audio * ref_rms / REFERENCE_MIN_RMS
-    elif ref_rms is None:
-        peak = np.abs(audio).max(initial=0.0)
+        return audio * ref_rms / REFERENCE_MIN_RMS
+    if ref_rms is None:
+        if peak is None:
+            peak = np.abs(audio).max(initial=0.0)
         if peak > 1e-6:
-            audio = audio / peak * PEAK_LEVEL
-    return fade_and_pad_audio(audio, pad_duration, fade_duration, sample_rate)
+            return audio / peak * PEAK_LEVEL
+    return audio
 
 
 def _check_format(fmt: str) -> None:

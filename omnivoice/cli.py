@@ -176,6 +176,12 @@ def _run(args: argparse.Namespace) -> None:
         write_wav(args.output, audio, model.sampling_rate, args.format)
 
 
+def _one_line(message: str) -> str:
+    """The first paragraph of a (possibly multi-line) error message, on one line."""
+    first = message.strip().split("\n\n", 1)[0]
+    return " ".join(line.strip() for line in first.splitlines())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``omnivoice-tts``; returns the exit status."""
     parser = build_parser()
@@ -186,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except (ValueError, FileNotFoundError, OSError, RuntimeError) as e:
-        print(f"omnivoice-tts: error: {e}", file=sys.stderr)
+        print(f"omnivoice-tts: error: {_one_line(str(e))}", file=sys.stderr)
         return EXIT_ERROR
     return 0
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _core
 from .audio import (
+    apply_volume,
     cross_fade_chunks,
     fade_and_pad_audio,
     load_audio,
@@ -445,7 +446,7 @@ class OmniVoice:
     # ------------------------------------------------------------------ audio out
 
     def _post_process_piece(self, audio: np.ndarray, ref_rms: Optional[float], postprocess: bool,
-                            first: bool, last: bool, peak: float) -> np.ndarray:
+                            first: bool, last: bool, peak: np.floating) -> np.ndarray:
         """``post_process_audio`` for one streamed piece: edges trimmed, faded and padded only
         where they are the signal's real start or end; ``peak`` stands in for the global peak."""
         sr = self.sampling_rate
@@ -453,10 +454,7 @@ class OmniVoice:
             keep_all = 10**9  # ms of edge silence to keep: trims nothing at an inner edge
             audio = remove_silence(audio, sr, mid_sil=500, lead_sil=100 if first else keep_all,
                                    trail_sil=100 if last else keep_all)
-        if ref_rms is not None and ref_rms < 0.1:
-            audio = audio * np.float32(ref_rms / 0.1)
-        elif ref_rms is None and peak > 1e-6:
-            audio = audio / np.float32(peak) * np.float32(0.5)
+        audio = apply_volume(audio, ref_rms, peak)
         if not (first or last) or audio.size == 0:
             return audio
         if first and last:
@@ -478,13 +476,13 @@ class OmniVoice:
         """Decodes chunk tokens as they come and yields post-processed audio (see generate_stream)."""
         sr = self.sampling_rate
         pending: Optional[tuple[str, np.ndarray]] = None  # last chunk, held until we know if it is last
-        peak: Optional[float] = None
+        peak: Optional[np.floating] = None
         index = 0
 
         def emit(text: str, audio: np.ndarray, last: bool) -> AudioChunk:
             nonlocal peak, index
             if peak is None:
-                peak = float(np.abs(audio).max(initial=0.0))
+                peak = np.abs(audio).max(initial=0.0)
             out = self._post_process_piece(audio, ref_rms, config.postprocess_output, first=index == 0,
                                            last=last, peak=peak)
             chunk = AudioChunk(audio=out.astype(np.float32, copy=False), text=text, index=index)

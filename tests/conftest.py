@@ -17,3 +17,13 @@ def tiny_codec_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("tiny_codec") / "omnivoice-tokenizer-F32.gguf"
     convert_codec(TINY_HF / "audio_tokenizer", out)
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Both tiny GGUFs (LM and codec, F32) converted by our converter into one directory."""
+    from omnivoice.convert import convert_model
+
+    out = tmp_path_factory.mktemp("tiny_model")
+    convert_model(TINY_HF, out)
+    return out

@@ -1,0 +1,149 @@
+"""LM step speed: ours (ggml, packed segments) vs the PyTorch reference, measured in the same run.
+
+One MaskGIT step of one item at an auto-voice shape (cond 300 + uncond 250 tokens) and a cloning
+shape (cond 1900 + uncond 350), with the full-size random LM. Ours runs the packed sequence
+(cond S + uncond T tokens) from omnivoice-base-{F32,BF16,Q8_0}.gguf; the reference runs
+upstream's padded [2, 8, S] batch with its 4-D bool mask in float32 and bfloat16, in its own venv
+(--ref-python) through bench/lm_ref.py. Prints median seconds of --repeats runs, the ratios
+ours / PyTorch, our achieved GFLOP/s next to ggml's own matmul rate (weight hidden x ffn), and
+each type's logits' max relative difference from the reference's float32 ones.
+
+    python -P bench/lm.py [--gguf-dir ...] [--hf-dir ...] [--shapes auto,clone] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from omnivoice import _core
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+from ggml_matmul import matmul_gflops  # noqa: E402
+
+CKPT = Path("/work/ckpt")
+# name: (cond length S, target length T, reference audio frames inside the cond prompt)
+SHAPES = {"auto": (300, 250, 0), "clone": (1900, 350, 1500)}
+TYPES = ("F32", "BF16", "Q8_0")
+
+
+def make_inputs(lm: _core.LM, s_len: int, t_len: int, n_ref: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """A cond prompt mid-generation: text, reference codes, then a half-unmasked target window."""
+    n_cb, n_text = lm.num_audio_codebook, s_len - t_len - n_ref
+    ids = np.empty((n_cb, s_len), dtype=np.int32)
+    ids[:, :n_text] = rng.integers(0, lm.vocab_size, n_text)
+    ids[:, n_text:] = rng.integers(0, lm.audio_vocab_size - 1, (n_cb, s_len - n_text))
+    target = ids[:, s_len - t_len :]
+    target[rng.random(target.shape) < 0.5] = lm.audio_mask_id
+    mask = np.zeros(s_len, dtype=bool)
+    mask[n_text:] = True
+    return ids, mask
+
+
+def step_flops(lm: _core.LM, segments: list[tuple[int, int, int]]) -> float:
+    """Multiply-adds x 2 of one packed step: projections, attention per segment, target heads."""
+    hd, d = lm.head_dim, lm.hidden_size
+    per_token = d * hd * (2 * lm.n_head + 2 * lm.n_head_kv) + 3 * d * lm.intermediate_size
+    n_tokens = sum(s[0] for s in segments)
+    attention = sum(2 * s[0] ** 2 * hd * lm.n_head for s in segments)
+    heads = sum(s[2] for s in segments) * d * lm.num_audio_codebook * lm.audio_vocab_size
+    return 2.0 * (lm.n_layer * (n_tokens * per_token + attention) + heads)
+
+
+def time_ours(
+    session: _core.LMSession, ids: np.ndarray, mask: np.ndarray, repeats: int
+) -> tuple[list[float], np.ndarray]:
+    """Wall times of `repeats` steps after one warm-up (which pages the weights in), and the logits."""
+    logits = session.forward(ids, mask)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        session.forward(ids, mask)
+        times.append(time.perf_counter() - t0)
+    return times, logits
+
+
+def run_reference(args: argparse.Namespace, inputs: Path, repeats: int, warmup: int, out_logits: Path) -> dict:
+    """Runs bench/lm_ref.py in the reference venv and returns its JSON."""
+    env = dict(os.environ, PYTHONPATH=str(REPO / "tests" / "reference" / "torchaudio_stub"))
+    cmd = [args.ref_python, "-P", str(REPO / "bench" / "lm_ref.py"), "--model-dir", str(args.hf_dir),
+           "--inputs", str(inputs), "--threads", str(args.threads), "--repeats", str(repeats),
+           "--warmup", str(warmup), "--out-logits", str(out_logits)]
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def fmt(times: list[float]) -> str:
+    """Median and every run, in seconds."""
+    return f"{statistics.median(times):7.3f} s  (runs: {' '.join(f'{t:.2f}' for t in times)})"
+
+
+def main() -> None:
+    """Parses arguments and runs the LM step benchmark."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--gguf-dir", type=Path, default=CKPT / "full_gguf")
+    parser.add_argument("--hf-dir", type=Path, default=CKPT / "full_hf")
+    parser.add_argument("--ref-python", default="/work/refvenv/bin/python")
+    parser.add_argument("--shapes", default="auto,clone")
+    parser.add_argument("--types", default=",".join(TYPES))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3, help="runs per measurement at the auto-voice shape")
+    parser.add_argument("--clone-repeats", type=int, default=1, help="runs per measurement at the cloning shape")
+    parser.add_argument("--no-ref", action="store_true", help="time ours only")
+    args = parser.parse_args()
+
+    types = args.types.split(",")
+    backend = _core.Backend(args.threads)
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        for shape in args.shapes.split(","):
+            s_len, t_len, n_ref = SHAPES[shape]
+            repeats = args.repeats if shape == "auto" else args.clone_repeats
+            segments = [(s_len, s_len - t_len, t_len), (t_len, 0, t_len)]
+            ours, logits, mm, ids = {}, {}, {}, None
+            for wtype in types:  # one model in memory at a time
+                lm = _core.LM(str(args.gguf_dir / f"omnivoice-base-{wtype}.gguf"), backend)
+                if ids is None:
+                    ids, mask = make_inputs(lm, s_len, t_len, n_ref, rng)
+                    np.savez(Path(tmp) / "inputs.npz", ids=ids, mask=mask, t_len=t_len)
+                packed_ids = np.concatenate([ids, ids[:, -t_len:]], axis=1)
+                packed_mask = np.concatenate([mask, mask[-t_len:]])
+                ours[wtype], logits[wtype] = time_ours(lm.session(segments), packed_ids, packed_mask, repeats)
+                # The yardstick right after our runs, so both see the same load on a shared machine.
+                mm[wtype] = matmul_gflops(wtype, lm.hidden_size, lm.intermediate_size, 512, args.threads)
+                flops = step_flops(lm, segments)
+                del lm
+            print(f"\n{shape}: cond {s_len} + uncond {t_len} tokens ({flops / 1e9:.0f} GFLOP packed), "
+                  f"{args.threads} threads")
+            for wtype in types:
+                rate = flops / statistics.median(ours[wtype]) / 1e9
+                print(f"  ours {wtype:5s} {fmt(ours[wtype])}  {rate:5.0f} GFLOP/s; ggml's matmul "
+                      f"{mm[wtype]:.0f} GFLOP/s (weight hidden x ffn, 512 tokens): {rate / mm[wtype]:.0%}")
+            if args.no_ref:
+                continue
+            # At the cloning shape a PyTorch run takes about a minute: a warm-up's overhead is noise.
+            warmup = int(shape == "auto")
+            ref = run_reference(args, Path(tmp) / "inputs.npz", repeats, warmup, Path(tmp) / "ref_logits.npy")
+            ref_logits = np.load(Path(tmp) / "ref_logits.npy")
+            print(f"  pytorch float32  {fmt(ref['float32']['times_s'])}   [2, 8, {s_len}] padded")
+            print(f"  pytorch bfloat16 {fmt(ref['bfloat16']['times_s'])}")
+            for wtype in types:
+                ratios = (f"{statistics.median(ours[wtype]) / ref[d]['median_s']:.2f}" for d in ("float32", "bfloat16"))
+                print(f"  ratio ours {wtype} / pytorch: " + " / ".join(ratios) + "  (vs float32 / bfloat16)")
+            for wtype in types:
+                err = np.abs(logits[wtype] - ref_logits).max() / np.abs(ref_logits).max()
+                print(f"  logits {wtype} vs pytorch float32: max rel diff {err:.1e}")
+
+
+if __name__ == "__main__":
+    main()
