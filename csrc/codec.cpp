@@ -89,7 +89,7 @@ Codec::Codec(const std::string & path, BackendPtr backend) : backend_(std::move(
     if (hp_.has_encoder) {
         encoder_ = std::make_unique<CodecEncoder>();
         encoder_->load(*file_, *derived_, hp_.rvq_hidden);
-        quantizer_.load_encode(*file_, "quantizer", hp_.rvq_hidden);
+        quantizer_.load_encode(*file_, *derived_, "quantizer", hp_.rvq_hidden);
     }
     file_->check_all_consumed();
 
@@ -177,15 +177,13 @@ EncodeResult Codec::encode(const float * wave, int64_t n_samples, const float * 
     ggml_tensor * wave16_in = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, n_samples16);
     ggml_set_name(wave16_in, "wave16");
     ggml_set_input(wave16_in);
-    // latent: [rvq_hidden, T]; codes: n_q tensors [T]
+    // latent: [rvq_hidden, T]; codes: [T, n_q]
     ggml_tensor * latent = encoder_->build(ctx.get(), plan, wave_in, wave16_in, opt_);
-    const std::vector<ggml_tensor *> codes = quantizer_.encode(ctx.get(), latent);
+    ggml_tensor * codes = quantizer_.encode(ctx.get(), latent);
+    ggml_set_output(codes);
 
     ggml_cgraph * graph = ggml_new_graph_custom(ctx.get(), kEncodeGraphSize, false);
-    for (ggml_tensor * c : codes) {
-        ggml_set_output(c);
-        ggml_build_forward_expand(graph, c);
-    }
+    ggml_build_forward_expand(graph, codes);
     const std::vector<ggml_tensor *> captured = mark_captures(graph, capture, "encode");
     if (!ggml_gallocr_alloc_graph(galloc_, graph)) {
         throw std::runtime_error("cannot allocate the encode graph (" + std::to_string(n_samples) + " samples)");
@@ -196,10 +194,8 @@ EncodeResult Codec::encode(const float * wave, int64_t n_samples, const float * 
 
     EncodeResult out;
     out.n_frames = plan.n_frames;
-    out.codes.resize(codes.size() * plan.n_frames);
-    for (size_t q = 0; q < codes.size(); ++q) {
-        ggml_backend_tensor_get(codes[q], out.codes.data() + q * plan.n_frames, 0, ggml_nbytes(codes[q]));
-    }
+    out.codes.resize(ggml_nelements(codes));
+    ggml_backend_tensor_get(codes, out.codes.data(), 0, ggml_nbytes(codes));
     read_captures(captured, out.captured, out.captured_shape);
     return out;
 }

@@ -50,7 +50,11 @@ ggml_tensor * DerivedWeights::snake_inv_alpha(ggml_tensor * alpha) {
 ggml_tensor * DerivedWeights::concat(const std::vector<ggml_tensor *> & parts) {
     int64_t n = 0;
     for (ggml_tensor * t : parts) {
-        GGML_ASSERT(t->type == parts[0]->type && ggml_is_contiguous(t));
+        if (t->type != parts[0]->type) {
+            throw ModelFormatError(std::string("tensors ") + ggml_get_name(parts[0]) + " (" +
+                                   ggml_type_name(parts[0]->type) + ") and " + ggml_get_name(t) + " (" +
+                                   ggml_type_name(t->type) + ") must share a type to be joined");
+        }
         n += ggml_nelements(t);
     }
     ggml_tensor * dst = add(parts[0], parts[0]->type, n, 1, {});

@@ -16,7 +16,7 @@
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "norm.h"
-#include "rvq_nearest.h"
+#include "rvq_encode.h"
 #include "snake.h"
 
 namespace py = pybind11;
@@ -33,7 +33,7 @@ ContextPtr new_context() {
 }
 
 // Computes `out` on a CPU backend of n_threads after uploading `inputs`; returns it as numpy
-// (ggml's shape reversed): float32 (T, C), or int32 (T,) for an I32 result.
+// (ggml's shape reversed): float32, or int32 for an I32 result.
 py::array run(ggml_context * ctx, ggml_tensor * out, int n_threads,
              const std::vector<std::pair<ggml_tensor *, const float *>> & inputs) {
     ggml_cgraph * graph = ggml_new_graph(ctx);
@@ -49,7 +49,7 @@ py::array run(ggml_context * ctx, ggml_tensor * out, int n_threads,
             throw std::runtime_error("graph compute failed");
         }
     }
-    py::array result = out->type == GGML_TYPE_I32 ? py::array(py::array_t<int32_t>(out->ne[0]))
+    py::array result = out->type == GGML_TYPE_I32 ? py::array(py::array_t<int32_t>({out->ne[1], out->ne[0]}))
                                                   : py::array(F32Array({out->ne[1], out->ne[0]}));
     ggml_backend_tensor_get(out, result.mutable_data(), 0, ggml_nbytes(out));
     return result;
@@ -157,15 +157,30 @@ py::array norm(const F32Array & x, const F32Array & weight, const F32Array & bia
     return run(ctx.get(), y, n_threads, inputs);
 }
 
-// Nearest codebook entry per frame of h (T, dim) in embed (n_entries, dim).
-py::array rvq_nearest(const F32Array & h, const F32Array & embed, int n_threads) {
-    if (h.ndim() != 2 || embed.ndim() != 2 || h.size() == 0 || embed.size() == 0 || h.shape(1) != embed.shape(1)) {
-        throw ov::InvalidInput("rvq_nearest: h must be (T, dim) and embed (n_entries, dim), non-empty");
+// Residual VQ encode of x (T, hidden) with n_q codebooks: w_in (n_q, dim, hidden), b_in (n_q, dim),
+// embed (n_q, size, dim), w_out (n_q, hidden, dim), b_out (n_q, hidden) -> codes (n_q, T).
+py::array rvq_encode(const F32Array & x, const F32Array & w_in, const F32Array & b_in, const F32Array & embed,
+                     const F32Array & w_out, const F32Array & b_out, int n_threads) {
+    const bool ok = x.ndim() == 2 && x.size() > 0 && w_in.ndim() == 3 && b_in.ndim() == 2 && embed.ndim() == 3 &&
+                    w_out.ndim() == 3 && b_out.ndim() == 2 && w_in.shape(2) == x.shape(1) &&
+                    b_in.shape(1) == w_in.shape(1) && embed.shape(2) == w_in.shape(1) &&
+                    w_out.shape(1) == x.shape(1) && w_out.shape(2) == w_in.shape(1) && b_out.shape(1) == x.shape(1) &&
+                    b_in.shape(0) == w_in.shape(0) && embed.shape(0) == w_in.shape(0) &&
+                    w_out.shape(0) == w_in.shape(0) && b_out.shape(0) == w_in.shape(0) && embed.shape(1) > 0;
+    if (!ok) {
+        throw ov::InvalidInput("rvq_encode: need x (T, hidden), w_in (n_q, dim, hidden), b_in (n_q, dim), embed "
+                               "(n_q, size, dim), w_out (n_q, hidden, dim), b_out (n_q, hidden)");
     }
     ContextPtr ctx = new_context();
-    ggml_tensor * ht = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, h.shape(1), h.shape(0));
-    ggml_tensor * et = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, embed.shape(1), embed.shape(0));
-    return run(ctx.get(), ov_rvq_nearest(ctx.get(), ht, et), n_threads, {{ht, h.data()}, {et, embed.data()}});
+    ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, x.shape(1), x.shape(0));
+    std::vector<std::pair<ggml_tensor *, const float *>> inputs = {{xt, x.data()}};
+    std::vector<ggml_tensor *> flat;
+    for (const F32Array * a : {&w_in, &b_in, &embed, &w_out, &b_out}) {
+        flat.push_back(ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, a->size()));
+        inputs.push_back({flat.back(), a->data()});
+    }
+    ggml_tensor * y = ov_rvq_encode(ctx.get(), xt, flat[0], flat[1], flat[2], flat[3], flat[4], (int) w_in.shape(0));
+    return run(ctx.get(), y, n_threads, inputs);
 }
 
 void bind_ops(py::module_ & m) {
@@ -182,9 +197,10 @@ void bind_ops(py::module_ & m) {
           "Affine normalisation of x (T, C): over C per step (LayerNorm, of (x + x_bias) + residual when "
           "given) or, with over_time, over T per channel (GroupNorm with a group per channel), as HuBERT runs "
           "them (for tests).");
-    m.def("op_rvq_nearest", &rvq_nearest, "h"_a, "embed"_a, "n_threads"_a = 2,
-          "Index of the nearest embed row (n_entries, dim) for each row of h (T, dim), by the reference's "
-          "distance formula, first index on ties (for tests).");
+    m.def("op_rvq_encode", &rvq_encode, "x"_a, "w_in"_a, "b_in"_a, "embed"_a, "w_out"_a, "b_out"_a, "n_threads"_a = 2,
+          "Residual VQ encode of x (T, hidden) through n_q codebooks (project_in (n_q, dim, hidden) + (n_q, dim), "
+          "embed (n_q, size, dim), project_out (n_q, hidden, dim) + (n_q, hidden)) -> codes (n_q, T), as the "
+          "codec runs it (for tests).");
 }
 
 const ov::Binding reg(&bind_ops);

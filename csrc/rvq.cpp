@@ -1,6 +1,6 @@
 #include "rvq.h"
 
-#include "rvq_nearest.h"
+#include "rvq_encode.h"
 
 namespace ov {
 
@@ -31,29 +31,31 @@ ggml_tensor * ResidualVectorQuantizer::decode(ggml_context * ctx, ggml_tensor * 
     return sum;
 }
 
-void ResidualVectorQuantizer::load_encode(GGUFFile & file, const std::string & prefix, int64_t hidden) {
+void ResidualVectorQuantizer::load_encode(GGUFFile & file, DerivedWeights & derived, const std::string & prefix,
+                                          int64_t hidden) {
+    std::vector<ggml_tensor *> w_in, b_in, embed, w_out, b_out;
     for (size_t q = 0; q < quantizers.size(); ++q) {
-        const int64_t codebook_dim = quantizers[q].embed->ne[0];
-        quantizers[q].project_in.load(file, prefix + ".quantizers." + std::to_string(q) + ".project_in", hidden,
-                                      codebook_dim);
+        VectorQuantizer & vq = quantizers[q];
+        vq.project_in.load(file, prefix + ".quantizers." + std::to_string(q) + ".project_in", hidden,
+                           vq.embed->ne[0]);
+        w_in.push_back(vq.project_in.weight);
+        b_in.push_back(vq.project_in.bias);
+        embed.push_back(vq.embed);
+        w_out.push_back(vq.project_out.weight);
+        b_out.push_back(vq.project_out.bias);
     }
+    enc_w_in = derived.concat(w_in);
+    enc_b_in = derived.concat(b_in);
+    enc_embed = derived.concat(embed);
+    enc_w_out = derived.concat(w_out);
+    enc_b_out = derived.concat(b_out);
 }
 
 // HiggsAudioV2TokenizerResidualVectorQuantization.encode
-std::vector<ggml_tensor *> ResidualVectorQuantizer::encode(ggml_context * ctx, ggml_tensor * x) const {
-    std::vector<ggml_tensor *> codes;
-    ggml_tensor * residual = x;  // [hidden, T]
-    for (size_t q = 0; q < quantizers.size(); ++q) {
-        const VectorQuantizer & vq = quantizers[q];
-        // HiggsAudioV2TokenizerEuclideanCodebook.quantize of project_in(residual)
-        ggml_tensor * ids = ov_rvq_nearest(ctx, vq.project_in.forward(ctx, residual), vq.embed);  // [T]
-        ggml_format_name(ids, "rvq.q%zu.codes", q);
-        codes.push_back(ids);
-
-        // HiggsAudioV2TokenizerVectorQuantization.decode of the chosen entries
-        ggml_tensor * proj = vq.project_out.forward(ctx, ggml_get_rows(ctx, vq.embed, ids));  // [hidden, T]
-        residual = ggml_sub(ctx, residual, proj);
-    }
+ggml_tensor * ResidualVectorQuantizer::encode(ggml_context * ctx, ggml_tensor * x) const {
+    ggml_tensor * codes = ov_rvq_encode(ctx, x, enc_w_in, enc_b_in, enc_embed, enc_w_out, enc_b_out,
+                                        (int) quantizers.size());
+    ggml_set_name(codes, "rvq.codes");
     return codes;
 }
 

@@ -1,5 +1,5 @@
-"""The encoder's custom ops (erf GELU with bias, LayerNorm, per-channel GroupNorm, nearest codebook
-entry) vs numpy in float64."""
+"""The encoder's custom ops (erf GELU with bias, LayerNorm, per-channel GroupNorm,
+RVQ encode) vs numpy in float64."""
 
 from __future__ import annotations
 
@@ -69,18 +69,40 @@ def test_ops_bad_input() -> None:
         _core.op_norm(x, np.ones(3, np.float32), np.zeros(2, np.float32), EPS, False)
 
 
-def test_rvq_nearest_matches_numpy() -> None:
+def rvq_encode_ref(x, w_in, b_in, embed, w_out, b_out):
+    """The reference's residual VQ encode in float64: codes (n_q, T)."""
+    residual = x.astype(np.float64)
+    codes = []
+    for q in range(w_in.shape[0]):
+        h = residual @ w_in[q].T.astype(np.float64) + b_in[q]
+        e = embed[q].astype(np.float64)
+        dist = (h**2).sum(1, keepdims=True) - 2 * h @ e.T + (e**2).sum(1)
+        ids = dist.argmin(1)
+        residual = residual - (e[ids] @ w_out[q].T.astype(np.float64) + b_out[q])
+        codes.append(ids)
+    return np.stack(codes)
+
+
+def test_rvq_encode_matches_numpy() -> None:
     rng = np.random.default_rng(3)
-    embed = rng.standard_normal((1024, 8)).astype(np.float32)
-    h = rng.standard_normal((257, 8)).astype(np.float32)
-    d = h.astype(np.float64)
-    e = embed.astype(np.float64)
-    dist = (d**2).sum(1, keepdims=True) - 2 * d @ e.T + (e**2).sum(1)
-    np.testing.assert_array_equal(_core.op_rvq_nearest(h, embed), dist.argmin(1))
+    n_q, hidden, dim, size = 4, 48, 8, 1024
+    x = rng.standard_normal((257, hidden)).astype(np.float32)
+    w_in = (rng.standard_normal((n_q, dim, hidden)) / np.sqrt(hidden)).astype(np.float32)
+    b_in = (rng.standard_normal((n_q, dim)) * 0.1).astype(np.float32)
+    embed = rng.standard_normal((n_q, size, dim)).astype(np.float32)
+    w_out = (rng.standard_normal((n_q, hidden, dim)) / np.sqrt(dim)).astype(np.float32)
+    b_out = (rng.standard_normal((n_q, hidden)) * 0.1).astype(np.float32)
+    args = (x, w_in, b_in, embed, w_out, b_out)
+    got = _core.op_rvq_encode(*args)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, rvq_encode_ref(*args))
+    np.testing.assert_array_equal(got, _core.op_rvq_encode(*args, n_threads=3))
 
 
-def test_rvq_nearest_ties_take_the_first_entry() -> None:
-    embed = np.array([[1, 0], [0, 1], [1, 0], [0, 1]], np.float32)
-    h = np.array([[2, 0], [0, 3], [1, 1]], np.float32)  # the last is equidistant from all four
-    np.testing.assert_array_equal(_core.op_rvq_nearest(h, embed), [0, 1, 0])
-    np.testing.assert_array_equal(_core.op_rvq_nearest(h, embed, n_threads=1), [0, 1, 0])
+def test_rvq_encode_ties_take_the_first_entry() -> None:
+    # Identity projections, entries 0/2 and 1/3 equal; the last frame is equidistant from all four.
+    eye = np.eye(2, dtype=np.float32)[None]
+    embed = np.array([[[1, 0], [0, 1], [1, 0], [0, 1]]], np.float32)
+    x = np.array([[2, 0], [0, 3], [1, 1]], np.float32)
+    zeros = np.zeros((1, 2), np.float32)
+    np.testing.assert_array_equal(_core.op_rvq_encode(x, eye, zeros, embed, eye, zeros), [[0, 1, 0]])

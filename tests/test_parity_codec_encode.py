@@ -161,9 +161,9 @@ def test_f16_codec_encodes_close_to_reference(tmp_path: Path, ref: dict[str, np.
     assert (codes == ref["codes"]).mean() > 0.9
 
 
-def rewrite(src: Path, dst: Path, overrides: dict[str, object], drop: str = "") -> None:
-    """Copies the GGUF ``src`` to ``dst`` with some metadata values replaced (same types) and
-    tensor ``drop`` left out."""
+def rewrite(src: Path, dst: Path, overrides: dict[str, object], drop: str = "", to_f16: str = "") -> None:
+    """Copies the GGUF ``src`` to ``dst`` with some metadata values replaced (same types),
+    tensor ``drop`` left out and tensor ``to_f16`` stored as F16."""
     reader = gguf.GGUFReader(src)
     writer = gguf.GGUFWriter(dst, reader.fields["general.architecture"].contents())
     for key, field in reader.fields.items():
@@ -172,7 +172,9 @@ def rewrite(src: Path, dst: Path, overrides: dict[str, object], drop: str = "") 
         sub_type = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
         writer.add_key_value(key, overrides.get(key, field.contents()), field.types[0], sub_type=sub_type)
     for t in reader.tensors:
-        if t.name != drop:
+        if t.name == to_f16:
+            writer.add_tensor(t.name, np.asarray(t.data).astype(np.float16))
+        elif t.name != drop:
             writer.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -181,21 +183,23 @@ def rewrite(src: Path, dst: Path, overrides: dict[str, object], drop: str = "") 
 
 
 @pytest.mark.parametrize(
-    ("overrides", "drop", "match"),
+    ("overrides", "drop", "to_f16", "match"),
     [
-        ({"omnivoice.semantic.feat_extract_norm": "layer"}, "", "only 'group'"),
-        ({"omnivoice.semantic.do_stable_layer_norm": True}, "", "post-LN"),
-        ({"omnivoice.semantic_encoder.block_dilations": [0, 1]}, "", "block_dilations"),
-        ({"omnivoice.semantic.num_attention_heads": 5}, "", "divide"),
-        ({}, "hubert.encoder.layers.1.feed_forward.output_dense.bias", "missing tensor"),
-        ({}, "quantizer.quantizers.3.project_in.weight", "missing tensor"),
+        ({"omnivoice.semantic.feat_extract_norm": "layer"}, "", "", "only 'group'"),
+        ({"omnivoice.semantic.do_stable_layer_norm": True}, "", "", "post-LN"),
+        ({"omnivoice.semantic_encoder.block_dilations": [0, 1]}, "", "", "block_dilations"),
+        ({"omnivoice.semantic.num_attention_heads": 5}, "", "", "divide"),
+        ({}, "hubert.encoder.layers.1.feed_forward.output_dense.bias", "", "missing tensor"),
+        ({}, "quantizer.quantizers.3.project_in.weight", "", "missing tensor"),
+        # q/k/v are joined into one matmul: mixed storage types cannot be
+        ({}, "", "hubert.encoder.layers.0.attention.k_proj.weight", "share a type"),
     ],
 )
 def test_bad_encoder_file(
-    tiny_codec_gguf: Path, tmp_path: Path, overrides: dict[str, object], drop: str, match: str
+    tiny_codec_gguf: Path, tmp_path: Path, overrides: dict[str, object], drop: str, to_f16: str, match: str
 ) -> None:
     path = tmp_path / "bad.gguf"
-    rewrite(tiny_codec_gguf, path, overrides, drop)
+    rewrite(tiny_codec_gguf, path, overrides, drop, to_f16)
     with pytest.raises(ValueError, match=match):
         AudioTokenizer.from_file(path, n_threads=1)
 
