@@ -20,4 +20,5 @@ else
     -C cmake.define.GGML_CUDA="${GGML_CUDA:-OFF}" "$GGML_PIN"
 fi
 $PIP install -q ".[test]"
-.venv/bin/python -c "import omnivoice; print('omnivoice', omnivoice.__version__, 'on', omnivoice.Backend().name)"
+# -I: do not import the source tree in the current directory instead of the installed package
+.venv/bin/python -I -c "import omnivoice; print('omnivoice', omnivoice.__version__, 'on', omnivoice.Backend().name)"
