@@ -1,5 +1,9 @@
 // pybind11 entry point of omnivoice._core: the backend handle, GGUF inspection, and the
 // component bindings registered from the py_*.cpp files.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -77,8 +81,19 @@ py::dict metadata_dict(const GGUFFile & file) {
 
 }  // namespace ov
 
+// ggml reports problems on stderr; ours reach Python as exceptions naming them, so its lines would
+// only repeat them (e.g. "invalid magic" before ModelFormatError). OMNIVOICE_GGML_LOG=1 shows them.
+static void ggml_log_quiet(ggml_log_level level, const char * text, void *) {
+    static const bool verbose = [] {
+        const char * env = std::getenv("OMNIVOICE_GGML_LOG");
+        return env && *env && std::string(env) != "0";
+    }();
+    if (verbose) std::fputs(text, stderr);
+}
+
 PYBIND11_MODULE(_core, m) {
     m.doc() = "omnivoice C++ core on ggml";
+    ggml_log_set(ggml_log_quiet, nullptr);
 
     static py::exception<ov::ModelFormatError> model_format_error(m, "ModelFormatError", PyExc_ValueError);
     py::register_exception_translator([](std::exception_ptr p) {
