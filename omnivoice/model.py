@@ -7,11 +7,8 @@ arguments as upstream's and returns a list of float32 numpy arrays at 24 kHz, on
 from __future__ import annotations
 
 import logging
-import math
 import os
-import re
-from dataclasses import dataclass, field, fields
-from pathlib import Path
+from dataclasses import dataclass, fields
 from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
@@ -124,7 +121,6 @@ class _Item:
     ref_tokens: Optional[np.ndarray] = None
     ref_rms: Optional[float] = None
     speed: float = 1.0
-    chunks: list[str] = field(default_factory=list)
 
 
 def _as_list(x: Any, n: int, what: str) -> list[Any]:
@@ -369,16 +365,15 @@ class OmniVoice:
         ]
         batch = pack_prompts(prompts, guided=config.guidance_scale != 0)
         session = self.lm.session(batch.segments)
-        forward = session.forward
         steps = 0
-        if progress is not None:
 
-            def forward(input_ids: np.ndarray, audio_mask: np.ndarray) -> np.ndarray:
-                nonlocal steps
-                logits = session.forward(input_ids, audio_mask)
-                steps += 1
+        def forward(input_ids: np.ndarray, audio_mask: np.ndarray) -> np.ndarray:
+            nonlocal steps
+            logits = session.forward(input_ids, audio_mask)
+            steps += 1
+            if progress is not None:
                 progress("steps", steps, config.num_step)
-                return logits
+            return logits
 
         tokens = maskgit_generate(forward, batch, config, rng)
         if progress is not None and steps < config.num_step:
