@@ -37,6 +37,11 @@ ggml_tensor * DerivedWeights::conv_weight(ggml_tensor * w, bool direct) {
     return direct ? add(w, w->type, oc, k * ic, {2, 1, 0}) : add(w, w->type, k * ic, oc, {1, 0, 2});
 }
 
+ggml_tensor * DerivedWeights::linear_weight(ggml_tensor * w) {
+    // src axes: 0 = in, 1 = out
+    return add(w, w->type, w->ne[1], w->ne[0], {1, 0, 2});
+}
+
 ggml_tensor * DerivedWeights::conv_transpose_weight(ggml_tensor * w, bool direct) {
     // src axes: 0 = k, 1 = oc, 2 = ic
     const int64_t k = w->ne[0], oc = w->ne[1], ic = w->ne[2];
@@ -184,7 +189,16 @@ void Linear::load(GGUFFile & file, const std::string & prefix, int64_t in_featur
     bias = has_bias ? file.tensor(prefix + ".bias", {out_features}, {GGML_TYPE_F32}) : nullptr;
 }
 
+void Linear::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_features,
+                  int64_t out_features, bool has_bias, const std::vector<ggml_type> & types, bool allow_direct) {
+    ggml_tensor * w = file.tensor(prefix + ".weight", {in_features, out_features}, types);
+    direct = allow_direct && use_direct(w, out_features);
+    weight = direct ? derived.linear_weight(w) : w;
+    bias = has_bias ? file.tensor(prefix + ".bias", {out_features}, {GGML_TYPE_F32}) : nullptr;
+}
+
 ggml_tensor * Linear::forward(ggml_context * ctx, ggml_tensor * x) const {
+    if (direct) return ov_conv_1d_direct(ctx, x, weight, bias, nullptr, 1, 1, 0, 1);
     ggml_tensor * y = ggml_mul_mat(ctx, weight, x);
     if (bias) y = ggml_add(ctx, y, bias);
     return y;
