@@ -1,9 +1,10 @@
 #pragma once
-// Layers shared by the codec's encoder and decoder: Conv1d, ConvTranspose1d, Snake1d, Linear.
-// Activations are [C, T] in ggml order, channels innermost (PyTorch's (T, C); a (1, C, T) module
-// input is transposed once at the model's edge). A Conv1d with F32 weights and OC a multiple of
-// 16 is one ov_conv_1d_direct (others: ov_unfold_1d + mul_mat); a ConvTranspose1d is the same
-// direct op as a pointwise conv to K*OC channels, then ov_fold_1d overlap-adds. No transposes.
+// Layers shared by the codec's encoder and decoder (Conv1d, ConvTranspose1d, Snake1d, Linear) and
+// the LM (Linear). Activations are [C, T] in ggml order, channels innermost (PyTorch's (T, C); a
+// (1, C, T) module input is transposed once at the model's edge). A Conv1d with F32 weights and OC
+// a multiple of 4 is one ov_conv_1d_direct (others: ov_unfold_1d + mul_mat); a ConvTranspose1d is
+// the same direct op as a pointwise conv to K*OC channels, then ov_fold_1d overlap-adds, and so is
+// a direct Linear. No transposes.
 // Each layer struct holds its weights, looked up by exact checkpoint name with strict shapes, and
 // builds its graph. Weights that need a load-time transform come from DerivedWeights.
 #include <cstdint>

@@ -55,11 +55,13 @@ Qwen3Model::Qwen3Model(const std::string & path, BackendPtr backend) : backend_(
 
     // 2-D weights in any storage type the CPU matmul and get_rows handle; norms stay F32.
     const std::vector<ggml_type> mat_types = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0};
-    const auto mat = [&](const std::string & name, int64_t ne0, int64_t ne1) { return f.tensor(name, {ne0, ne1}, mat_types); };
+    const auto mat = [&](const std::string & name, int64_t ne0, int64_t ne1) {
+        return f.tensor(name, {ne0, ne1}, mat_types);
+    };
     const auto vec = [&](const std::string & name, int64_t ne0) { return f.tensor(name, {ne0}, {GGML_TYPE_F32}); };
     // The direct op is a CPU custom op: F32 projections take it on a CPU backend only.
     const bool cpu = backend_->is_cpu();
-    derived_ = std::make_unique<DerivedWeights>(kProjPerLayer * hp_.n_layer + 1);
+    derived_ = std::make_unique<DerivedWeights>(kProjPerLayer * hp_.n_layer + 1);  // + audio_heads
     const auto linear = [&](Linear & l, const std::string & prefix, int64_t n_in, int64_t n_out) {
         l.load(f, *derived_, prefix, n_in, n_out, /*has_bias =*/false, mat_types, cpu);
     };

@@ -115,8 +115,9 @@ __attribute__((always_inline)) inline void conv_range(const ConvArgs & a, int64_
     if constexpr (L > 8) {
         for (; oc0 + 8 <= a.oc; oc0 += 8) conv_steps<8, REGS, 1>(a, t_begin, t_end, oc0);
     }
-    if constexpr (L > OV_DIRECT_CONV_LANES) {
-        for (; oc0 < a.oc; oc0 += OV_DIRECT_CONV_LANES) conv_steps<OV_DIRECT_CONV_LANES, REGS, 1>(a, t_begin, t_end, oc0);
+    constexpr int L_MIN = OV_DIRECT_CONV_LANES;
+    if constexpr (L > L_MIN) {
+        for (; oc0 < a.oc; oc0 += L_MIN) conv_steps<L_MIN, REGS, 1>(a, t_begin, t_end, oc0);
     }
 }
 
