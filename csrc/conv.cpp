@@ -1,5 +1,6 @@
 #include "conv.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "errors.h"
@@ -12,6 +13,26 @@ namespace ov {
 
 // Snake1d's epsilon in 1 / (alpha + eps), as in DAC.
 constexpr float kSnakeEps = 1e-9f;
+
+// Destination element (i0, i1, i2) of an n[0] x n[1] x n[2] array <- source element
+// i0*step[0] + i1*step[1] + i2*step[2], elements of ES bytes. Square tiles keep both sides in
+// cache when one is strided (a transpose): element-wise, the LM's F32 projections took seconds.
+template <size_t ES>
+static void permute_copy(const char * in, char * out, const int64_t n[3], const int64_t step[3]) {
+    constexpr int64_t kTile = 32;
+    for (int64_t i2 = 0; i2 < n[2]; ++i2) {
+        for (int64_t b1 = 0; b1 < n[1]; b1 += kTile) {
+            for (int64_t b0 = 0; b0 < n[0]; b0 += kTile) {
+                for (int64_t i1 = b1; i1 < std::min(b1 + kTile, n[1]); ++i1) {
+                    for (int64_t i0 = b0; i0 < std::min(b0 + kTile, n[0]); ++i0) {
+                        std::memcpy(out + ((i2 * n[1] + i1) * n[0] + i0) * ES,
+                                    in + (i0 * step[0] + i1 * step[1] + i2 * step[2]) * ES, ES);
+                    }
+                }
+            }
+        }
+    }
+}
 
 DerivedWeights::DerivedWeights(size_t max_tensors) {
     ggml_init_params params = {max_tensors * ggml_tensor_overhead(), nullptr, /*no_alloc =*/true};
@@ -35,6 +56,11 @@ ggml_tensor * DerivedWeights::conv_weight(ggml_tensor * w, bool direct) {
     // src axes: 0 = k, 1 = ic, 2 = oc
     const int64_t k = w->ne[0], ic = w->ne[1], oc = w->ne[2];
     return direct ? add(w, w->type, oc, k * ic, {2, 1, 0}) : add(w, w->type, k * ic, oc, {1, 0, 2});
+}
+
+ggml_tensor * DerivedWeights::linear_weight(ggml_tensor * w) {
+    // src axes: 0 = in, 1 = out
+    return add(w, w->type, w->ne[1], w->ne[0], {1, 0, 2});
 }
 
 ggml_tensor * DerivedWeights::conv_transpose_weight(ggml_tensor * w, bool direct) {
@@ -67,34 +93,41 @@ void DerivedWeights::materialize(const Backend & backend) {
     buffer_ = ggml_backend_alloc_ctx_tensors(ctx_, backend.get());
     if (!buffer_) throw std::runtime_error("cannot allocate backend memory for the derived weights");
     ggml_backend_buffer_set_usage(buffer_, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
-    std::vector<char> in, out;
+    // Host buffers (a CPU backend's, the mmapped file) are read and written in place: the LM's
+    // F32 projections are 1.7 GB.
+    const bool dst_host = ggml_backend_buffer_is_host(buffer_);
+    std::vector<char> in_copy, out_copy;
     for (const Job & job : jobs_) {
-        in.resize(ggml_nbytes(job.src));
-        out.resize(ggml_nbytes(job.dst));
-        ggml_backend_tensor_get(job.src, in.data(), 0, in.size());
+        const char * in = (const char *) job.src->data;
+        if (!ggml_backend_buffer_is_host(job.src->buffer)) {
+            in_copy.resize(ggml_nbytes(job.src));
+            ggml_backend_tensor_get(job.src, in_copy.data(), 0, in_copy.size());
+            in = in_copy.data();
+        }
+        char * out = (char *) job.dst->data;
+        if (!dst_host) {
+            out_copy.resize(ggml_nbytes(job.dst));
+            out = out_copy.data();
+        }
         if (!job.parts.empty()) {
             size_t offset = 0;
             for (ggml_tensor * t : job.parts) {
-                ggml_backend_tensor_get(t, out.data() + offset, 0, ggml_nbytes(t));
+                ggml_backend_tensor_get(t, out + offset, 0, ggml_nbytes(t));
                 offset += ggml_nbytes(t);
             }
         } else if (job.perm.empty()) {
-            const float * a = (const float *) in.data();
-            float * inv = (float *) out.data();
+            const float * a = (const float *) in;
+            float * inv = (float *) out;
             for (int64_t c = 0; c < ggml_nelements(job.src); ++c) inv[c] = 1.0f / (a[c] + kSnakeEps);
         } else {
-            // Walk the destination in order; src_step[i] is the source stride of destination axis i.
             const size_t es = ggml_type_size(job.src->type);
             const int64_t src_stride[3] = {1, job.src->ne[0], job.src->ne[0] * job.src->ne[1]};
             const int64_t n[3] = {job.src->ne[job.perm[0]], job.src->ne[job.perm[1]], job.src->ne[job.perm[2]]};
             const int64_t step[3] = {src_stride[job.perm[0]], src_stride[job.perm[1]], src_stride[job.perm[2]]};
-            char * o = out.data();
-            for (int64_t i2 = 0; i2 < n[2]; ++i2)
-                for (int64_t i1 = 0; i1 < n[1]; ++i1)
-                    for (int64_t i0 = 0; i0 < n[0]; ++i0, o += es)
-                        std::memcpy(o, in.data() + (i0 * step[0] + i1 * step[1] + i2 * step[2]) * es, es);
+            GGML_ASSERT(es == 4 || es == 2);  // F32 or F16
+            (es == 4 ? permute_copy<4> : permute_copy<2>)(in, out, n, step);
         }
-        ggml_backend_tensor_set(job.dst, out.data(), 0, out.size());
+        if (!dst_host) ggml_backend_tensor_set(job.dst, out, 0, ggml_nbytes(job.dst));
     }
 }
 
@@ -184,7 +217,16 @@ void Linear::load(GGUFFile & file, const std::string & prefix, int64_t in_featur
     bias = has_bias ? file.tensor(prefix + ".bias", {out_features}, {GGML_TYPE_F32}) : nullptr;
 }
 
+void Linear::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_features,
+                  int64_t out_features, bool has_bias, const std::vector<ggml_type> & types, bool allow_direct) {
+    ggml_tensor * w = file.tensor(prefix + ".weight", {in_features, out_features}, types);
+    direct = allow_direct && use_direct(w, out_features);
+    weight = direct ? derived.linear_weight(w) : w;
+    bias = has_bias ? file.tensor(prefix + ".bias", {out_features}, {GGML_TYPE_F32}) : nullptr;
+}
+
 ggml_tensor * Linear::forward(ggml_context * ctx, ggml_tensor * x) const {
+    if (direct) return ov_conv_1d_direct(ctx, x, weight, bias, nullptr, 1, 1, 0, 1);
     ggml_tensor * y = ggml_mul_mat(ctx, weight, x);
     if (bias) y = ggml_add(ctx, y, bias);
     return y;

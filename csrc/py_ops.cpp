@@ -77,7 +77,7 @@ py::array conv1d(const F32Array & x, const F32Array & weight, std::optional<F32A
                 std::optional<F32Array> residual, int stride, int padding, int dilation, int n_threads) {
     if (x.ndim() != 2 || weight.ndim() != 2 || x.size() == 0 || weight.shape(0) % x.shape(1) != 0 ||
         weight.shape(1) % OV_DIRECT_CONV_LANES != 0 || stride < 1 || dilation < 1 || padding < 0) {
-        throw ov::InvalidInput("conv1d: need x (T, IC), weight (K*IC, OC) with OC a multiple of 16");
+        throw ov::InvalidInput("conv1d: need x (T, IC), weight (K*IC, OC) with OC a multiple of 4");
     }
     const int64_t n_t = x.shape(0), ic = x.shape(1), oc = weight.shape(1), kernel = weight.shape(0) / ic;
     const int64_t t_out = (n_t + 2 * padding - dilation * (kernel - 1) - 1) / stride + 1;

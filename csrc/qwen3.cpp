@@ -8,6 +8,8 @@
 namespace ov {
 
 static const char * const kArch = "omnivoice-lm";
+// Linear projections per decoder layer (q, k, v, o, gate, up, down).
+constexpr size_t kProjPerLayer = 7;
 
 Qwen3HParams Qwen3HParams::load(const GGUFFile & f) {
     const std::string a = std::string(kArch) + ".";
@@ -52,10 +54,17 @@ Qwen3Model::Qwen3Model(const std::string & path, BackendPtr backend) : backend_(
     hp_ = Qwen3HParams::load(f);
 
     // 2-D weights in any storage type the CPU matmul and get_rows handle; norms stay F32.
+    const std::vector<ggml_type> mat_types = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0};
     const auto mat = [&](const std::string & name, int64_t ne0, int64_t ne1) {
-        return f.tensor(name, {ne0, ne1}, {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0});
+        return f.tensor(name, {ne0, ne1}, mat_types);
     };
     const auto vec = [&](const std::string & name, int64_t ne0) { return f.tensor(name, {ne0}, {GGML_TYPE_F32}); };
+    // The direct op is a CPU custom op: F32 projections take it on a CPU backend only.
+    const bool cpu = backend_->is_cpu();
+    derived_ = std::make_unique<DerivedWeights>(kProjPerLayer * hp_.n_layer + 1);  // + audio_heads
+    const auto linear = [&](Linear & l, const std::string & prefix, int64_t n_in, int64_t n_out) {
+        l.load(f, *derived_, prefix, n_in, n_out, /*has_bias =*/false, mat_types, cpu);
+    };
 
     const int64_t n_embd = hp_.n_embd;
     const int64_t n_q = hp_.n_head * hp_.n_embd_head;
@@ -68,21 +77,22 @@ Qwen3Model::Qwen3Model(const std::string & path, BackendPtr backend) : backend_(
         const std::string p = "llm.layers." + std::to_string(il) + ".";
         Qwen3Layer & l = w_.layers[il];
         l.attn_norm = vec(p + "input_layernorm.weight", n_embd);
-        l.wq = mat(p + "self_attn.q_proj.weight", n_embd, n_q);
-        l.wk = mat(p + "self_attn.k_proj.weight", n_embd, n_kv);
-        l.wv = mat(p + "self_attn.v_proj.weight", n_embd, n_kv);
-        l.wo = mat(p + "self_attn.o_proj.weight", n_q, n_embd);
+        linear(l.wq, p + "self_attn.q_proj", n_embd, n_q);
+        linear(l.wk, p + "self_attn.k_proj", n_embd, n_kv);
+        linear(l.wv, p + "self_attn.v_proj", n_embd, n_kv);
+        linear(l.wo, p + "self_attn.o_proj", n_q, n_embd);
         l.q_norm = vec(p + "self_attn.q_norm.weight", hp_.n_embd_head);
         l.k_norm = vec(p + "self_attn.k_norm.weight", hp_.n_embd_head);
         l.ffn_norm = vec(p + "post_attention_layernorm.weight", n_embd);
-        l.ffn_gate = mat(p + "mlp.gate_proj.weight", n_embd, hp_.n_ff);
-        l.ffn_up = mat(p + "mlp.up_proj.weight", n_embd, hp_.n_ff);
-        l.ffn_down = mat(p + "mlp.down_proj.weight", hp_.n_ff, n_embd);
+        linear(l.ffn_gate, p + "mlp.gate_proj", n_embd, hp_.n_ff);
+        linear(l.ffn_up, p + "mlp.up_proj", n_embd, hp_.n_ff);
+        linear(l.ffn_down, p + "mlp.down_proj", hp_.n_ff, n_embd);
     }
     w_.norm = vec("llm.norm.weight", n_embd);
     w_.audio_embeddings = mat("audio_embeddings.weight", n_embd, n_audio);
-    w_.audio_heads = mat("audio_heads.weight", n_embd, n_audio);
+    linear(w_.audio_heads, "audio_heads", n_embd, n_audio);
     f.check_all_consumed();
+    derived_->materialize(*backend_);
 }
 
 Qwen3Session::Qwen3Session(std::shared_ptr<const Qwen3Model> model, std::vector<PackedSegment> segments)
@@ -234,9 +244,9 @@ void Qwen3Session::build_graph() {
             cur = ggml_mul(ctx_, ggml_rms_norm(ctx_, inpL, hp.rms_eps), l.attn_norm);
             ggml_format_name(cur, "blk%d.attn_norm", il);
 
-            ggml_tensor * q = ggml_reshape_3d(ctx_, ggml_mul_mat(ctx_, l.wq, cur), hd, hp.n_head, n_tokens);
-            ggml_tensor * k = ggml_reshape_3d(ctx_, ggml_mul_mat(ctx_, l.wk, cur), hd, hp.n_head_kv, n_tokens);
-            ggml_tensor * v = ggml_reshape_3d(ctx_, ggml_mul_mat(ctx_, l.wv, cur), hd, hp.n_head_kv, n_tokens);
+            ggml_tensor * q = ggml_reshape_3d(ctx_, l.wq.forward(ctx_, cur), hd, hp.n_head, n_tokens);
+            ggml_tensor * k = ggml_reshape_3d(ctx_, l.wk.forward(ctx_, cur), hd, hp.n_head_kv, n_tokens);
+            ggml_tensor * v = ggml_reshape_3d(ctx_, l.wv.forward(ctx_, cur), hd, hp.n_head_kv, n_tokens);
             ggml_format_name(v, "blk%d.v", il);
 
             // Per-head RMSNorm before RoPE; NEOX rotation (rotate_half), plain RoPE without YaRN.
@@ -253,7 +263,7 @@ void Qwen3Session::build_graph() {
 
             cur = build_attention(q, k, v, il);
             ggml_format_name(cur, "blk%d.kqv", il);  // [hd, n_head, n_tokens]
-            cur = ggml_mul_mat(ctx_, l.wo, ggml_reshape_2d(ctx_, cur, hd * hp.n_head, n_tokens));
+            cur = l.wo.forward(ctx_, ggml_reshape_2d(ctx_, cur, hd * hp.n_head, n_tokens));
             ggml_format_name(cur, "blk%d.attn_out", il);
         }
         ggml_tensor * ffn_inp = ggml_add(ctx_, cur, inpL);
@@ -263,11 +273,11 @@ void Qwen3Session::build_graph() {
         {
             cur = ggml_mul(ctx_, ggml_rms_norm(ctx_, ffn_inp, hp.rms_eps), l.ffn_norm);
             ggml_format_name(cur, "blk%d.ffn_norm", il);
-            ggml_tensor * gate = ggml_mul_mat(ctx_, l.ffn_gate, cur);
-            ggml_tensor * up = ggml_mul_mat(ctx_, l.ffn_up, cur);
+            ggml_tensor * gate = l.ffn_gate.forward(ctx_, cur);
+            ggml_tensor * up = l.ffn_up.forward(ctx_, cur);
             cur = ggml_swiglu_split(ctx_, gate, up);
             ggml_format_name(cur, "blk%d.ffn_act", il);  // [n_ff, n_tokens]
-            cur = ggml_mul_mat(ctx_, l.ffn_down, cur);
+            cur = l.ffn_down.forward(ctx_, cur);
             ggml_format_name(cur, "blk%d.ffn_out", il);
         }
         inpL = ggml_add(ctx_, cur, ffn_inp);
@@ -280,7 +290,7 @@ void Qwen3Session::build_graph() {
     // audio_heads on the target windows only: [n_embd, n_target] -> [n_codebook*audio_vocab, n_target]
     cur = ggml_get_rows(ctx_, cur, target_rows_);
     ggml_set_name(cur, "norm.target_rows");
-    logits_ = ggml_mul_mat(ctx_, w.audio_heads, cur);
+    logits_ = w.audio_heads.forward(ctx_, cur);
     ggml_set_name(logits_, "logits");
     ggml_set_output(logits_);
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "conv.h"
 #include "ggml-alloc.h"
 #include "gguf_file.h"
 
@@ -43,16 +44,11 @@ struct Qwen3HParams {
 // Qwen3DecoderLayer (used bidirectionally).
 struct Qwen3Layer {
     ggml_tensor * attn_norm = nullptr;  // input_layernorm
-    ggml_tensor * wq = nullptr;
-    ggml_tensor * wk = nullptr;
-    ggml_tensor * wv = nullptr;
-    ggml_tensor * wo = nullptr;
+    Linear wq, wk, wv, wo;  // self_attn.{q,k,v,o}_proj, bias-free
     ggml_tensor * q_norm = nullptr;
     ggml_tensor * k_norm = nullptr;
     ggml_tensor * ffn_norm = nullptr;  // post_attention_layernorm
-    ggml_tensor * ffn_gate = nullptr;
-    ggml_tensor * ffn_up = nullptr;
-    ggml_tensor * ffn_down = nullptr;
+    Linear ffn_gate, ffn_up, ffn_down;  // mlp.{gate,up,down}_proj, bias-free
 };
 
 struct Qwen3Weights {
@@ -60,7 +56,7 @@ struct Qwen3Weights {
     std::vector<Qwen3Layer> layers;
     ggml_tensor * norm = nullptr;              // llm.norm
     ggml_tensor * audio_embeddings = nullptr;  // [n_embd, n_codebook * audio_vocab]
-    ggml_tensor * audio_heads = nullptr;       // [n_embd, n_codebook * audio_vocab]
+    Linear audio_heads;                        // n_embd -> n_codebook * audio_vocab, bias-free
 };
 
 // The weights of one `omnivoice-lm` GGUF on a backend. Immutable once loaded; shared by sessions.
@@ -78,6 +74,7 @@ public:
 private:
     BackendPtr backend_;
     std::unique_ptr<GGUFFile> file_;
+    std::unique_ptr<DerivedWeights> derived_;  // F32 projections transposed for the direct op
     Qwen3HParams hp_;
     Qwen3Weights w_;
     mutable std::mutex compute_mutex_;

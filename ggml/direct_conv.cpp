@@ -104,14 +104,21 @@ __attribute__((always_inline)) inline void conv_steps(const ConvArgs & a, int64_
     }
 }
 
-// Channel blocks of NV_MAX (4 or 2), then 2 and 1 vectors (OC is a multiple of
-// OV_DIRECT_CONV_LANES >= L).
+// Channel blocks of NV_MAX (4 or 2), then 2 and 1 vectors, then the channels left (OC is a
+// multiple of OV_DIRECT_CONV_LANES, e.g. the LM's 8 x 1025 audio heads) in narrower vectors.
 template <int L, int REGS, int NV_MAX>
 __attribute__((always_inline)) inline void conv_range(const ConvArgs & a, int64_t t_begin, int64_t t_end) {
     int64_t oc0 = 0;
     for (; NV_MAX == 4 && oc0 + 4 * L <= a.oc; oc0 += 4 * L) conv_steps<L, REGS, 4>(a, t_begin, t_end, oc0);
     for (; oc0 + 2 * L <= a.oc; oc0 += 2 * L) conv_steps<L, REGS, 2>(a, t_begin, t_end, oc0);
-    for (; oc0 < a.oc; oc0 += L) conv_steps<L, REGS, 1>(a, t_begin, t_end, oc0);
+    for (; oc0 + L <= a.oc; oc0 += L) conv_steps<L, REGS, 1>(a, t_begin, t_end, oc0);
+    if constexpr (L > 8) {
+        for (; oc0 + 8 <= a.oc; oc0 += 8) conv_steps<8, REGS, 1>(a, t_begin, t_end, oc0);
+    }
+    constexpr int L_MIN = OV_DIRECT_CONV_LANES;
+    if constexpr (L > L_MIN) {
+        for (; oc0 < a.oc; oc0 += L_MIN) conv_steps<L_MIN, REGS, 1>(a, t_begin, t_end, oc0);
+    }
 }
 
 // One build per instruction set, with its vector width and register count (32 zmm, 16 ymm, 16

@@ -6,8 +6,9 @@
 // most of their time on horizontal sums.
 #include "ggml.h"
 
-// Output channels per vector: the op needs OC to be a multiple of it.
-constexpr int OV_DIRECT_CONV_LANES = 16;
+// Output channels go in vectors of up to 16 floats, the last ones in vectors of 8 or 4: the op
+// needs OC to be a multiple of 4.
+constexpr int OV_DIRECT_CONV_LANES = 4;
 
 // x: [IC, T_in] F32; weight: [OC, K*IC] F32 (row k*IC + ic holds the OC weights of tap k, input
 // channel ic; PyTorch's Conv1d (OC, IC, K) rearranged at load time); bias: OC values or null;

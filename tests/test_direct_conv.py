@@ -40,6 +40,9 @@ CASES = [
     # Reductions of 448 and 480 rows: split into chunks (64 KiB of weights per 64 channels).
     (30, 64, 64, 7, 1, 3, 1),
     (20, 160, 80, 3, 2, 1, 1),
+    # OC left over after whole 16-float vectors: 92 = 64 + 16 + 8 + 4, 4 alone.
+    (25, 12, 92, 3, 1, 1, 1),
+    (9, 6, 4, 1, 1, 0, 1),
 ]
 
 
@@ -63,7 +66,7 @@ def test_conv_matches_numpy(
 
 def test_conv_bad_input() -> None:
     x = np.zeros((10, 4), np.float32)
-    with pytest.raises(ValueError, match="multiple of 16"):
+    with pytest.raises(ValueError, match="multiple of 4"):
         _core.op_conv1d(x, np.zeros((8, 10), np.float32))
     with pytest.raises(ValueError, match="shorter"):
         _core.op_conv1d(x, np.zeros((4 * 20, 16), np.float32))
