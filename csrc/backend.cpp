@@ -41,6 +41,7 @@ void Backend::set_n_threads(int n_threads) {
 }
 
 void Backend::compute(ggml_cgraph * graph) {
+    std::lock_guard<std::mutex> lock(compute_mutex_);
     const ggml_status st = ggml_backend_graph_compute(backend_, graph);
     if (st != GGML_STATUS_SUCCESS) {
         throw std::runtime_error("ggml: graph compute failed with status " + std::to_string((int) st));

@@ -2,6 +2,7 @@
 // The compute backend shared by every model of one process-level handle: the best device ggml
 // offers (a GPU when libggml was built with one) plus the CPU backend that runs our custom ops.
 #include <memory>
+#include <mutex>
 
 #include "ggml-backend.h"
 
@@ -22,12 +23,15 @@ public:
     void set_n_threads(int n_threads);
     int n_threads() const { return n_threads_; }
 
-    // Runs a graph whose tensors were allocated on this backend; throws on failure.
+    // Runs a graph whose tensors were allocated on this backend; throws on failure. One graph at
+    // a time: models sharing a backend (the LM and the codec) may be called from several threads,
+    // and the CPU backend keeps one work buffer.
     void compute(ggml_cgraph * graph);
 
 private:
     ggml_backend_t backend_ = nullptr;
     int n_threads_ = 0;
+    std::mutex compute_mutex_;
 };
 
 using BackendPtr = std::shared_ptr<Backend>;

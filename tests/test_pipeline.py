@@ -147,3 +147,16 @@ def test_reference_needs_transcript(model: OmniVoice) -> None:
         model.generate("Hi.", ref_audio=(enc["audio_24k"], 24000))
     with pytest.raises(TypeError, match="unknown generation argument"):
         model.generate("Hi.", num_steps=3)
+
+
+def test_concurrent_calls_share_one_model_safely(model: OmniVoice) -> None:
+    # The LM and codec share one backend; calls from several threads must not corrupt each other.
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = ["Thread one speaks.", "Thread two speaks longer than one."]
+    kw = dict(num_step=3, position_temperature=0.0, duration=0.6)
+    alone = [model.generate(t, **kw)[0] for t in texts]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        together = list(pool.map(lambda t: model.generate(t, **kw)[0], texts * 2))
+    for got, want in zip(together, alone * 2):
+        np.testing.assert_array_equal(got, want)
