@@ -17,6 +17,9 @@ logger = logging.getLogger(__name__)
 
 # ggml keeps tensor names in a char[64] (GGML_MAX_NAME), terminator included.
 MAX_NAME_BYTES = 63
+# Tensor data starts on cache lines (`general.alignment`): with gguf's default 32 every weight
+# the CPU maps in place sits mid-line, and the LM's BF16 step ran ~4% slower.
+DATA_ALIGNMENT = 64
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ def write_gguf(writer: gguf.GGUFWriter, tensors: Sequence[PlannedTensor]) -> Wri
             rows must be a multiple of 32), or the data is not finite.
     """
     path = Path(writer.path)
+    writer.add_custom_alignment(DATA_ALIGNMENT)
     for t in tensors:
         if len(t.name.encode()) > MAX_NAME_BYTES:
             raise ValueError(f"tensor name {t.name!r} is longer than ggml's {MAX_NAME_BYTES} bytes")

@@ -13,6 +13,8 @@ namespace ov {
 
 // Snake1d's epsilon in 1 / (alpha + eps), as in DAC.
 constexpr float kSnakeEps = 1e-9f;
+// Bytes of a CPU cache line: the alignment that spares vector loads of weights a line split.
+constexpr uintptr_t kCacheLine = 64;
 
 // Destination element (i0, i1, i2) of an n[0] x n[1] x n[2] array <- source element
 // i0*step[0] + i1*step[1] + i2*step[2], elements of ES bytes. Square tiles keep both sides in
@@ -84,6 +86,21 @@ ggml_tensor * DerivedWeights::concat(const std::vector<ggml_tensor *> & parts) {
         n += ggml_nelements(t);
     }
     ggml_tensor * dst = add(parts[0], parts[0]->type, n, 1, {});
+    // Parts already laid end to end in one buffer (a GGUF stores a layer's tensors in order)
+    // alias it, no copy, if they start on a cache line: the LM's BF16 step ran ~4% slower on
+    // weights at gguf's default 32-byte alignment than on an aligned copy.
+    bool adjacent = parts[0]->buffer != nullptr && (uintptr_t) parts[0]->data % kCacheLine == 0;
+    for (size_t i = 1; i < parts.size(); ++i) {
+        adjacent = adjacent && parts[i]->buffer == parts[0]->buffer &&
+                   (const char *) parts[i]->data == (const char *) parts[i - 1]->data + ggml_nbytes(parts[i - 1]);
+    }
+    if (adjacent) {
+        jobs_.pop_back();
+        if (ggml_backend_tensor_alloc(parts[0]->buffer, dst, parts[0]->data) != GGML_STATUS_SUCCESS) {
+            throw std::runtime_error(std::string("cannot alias the joined tensor ") + ggml_get_name(dst));
+        }
+        return dst;
+    }
     jobs_.back().parts = parts;
     return dst;
 }

@@ -8,8 +8,20 @@
 namespace ov {
 
 static const char * const kArch = "omnivoice-lm";
-// Linear projections per decoder layer (q, k, v, o, gate, up, down).
+// Derived tensors per decoder layer at most: 7 transposed F32 projections, or 2 joined groups.
 constexpr size_t kProjPerLayer = 7;
+
+// Weights of `parts` joined end to end, or null when they run direct or differ in type: ggml
+// converts a mul_mat's F32 input to the weight's dot type on every call, and bigger GEMMs run
+// closer to peak (the F32 direct op gained nothing from joining).
+static ggml_tensor * join_projections(DerivedWeights & derived, const std::vector<const Linear *> & parts) {
+    std::vector<ggml_tensor *> weights;
+    for (const Linear * l : parts) {
+        if (l->direct || l->weight->type != parts[0]->weight->type) return nullptr;
+        weights.push_back(l->weight);
+    }
+    return derived.concat(weights);
+}
 
 Qwen3HParams Qwen3HParams::load(const GGUFFile & f) {
     const std::string a = std::string(kArch) + ".";
@@ -87,6 +99,8 @@ Qwen3Model::Qwen3Model(const std::string & path, BackendPtr backend) : backend_(
         linear(l.ffn_gate, p + "mlp.gate_proj", n_embd, hp_.n_ff);
         linear(l.ffn_up, p + "mlp.up_proj", n_embd, hp_.n_ff);
         linear(l.ffn_down, p + "mlp.down_proj", hp_.n_ff, n_embd);
+        l.wqkv = join_projections(*derived_, {&l.wq, &l.wk, &l.wv});
+        l.ffn_gate_up = join_projections(*derived_, {&l.ffn_gate, &l.ffn_up});
     }
     w_.norm = vec("llm.norm.weight", n_embd);
     w_.audio_embeddings = mat("audio_embeddings.weight", n_embd, n_audio);
@@ -197,6 +211,8 @@ void Qwen3Session::build_graph() {
     const Qwen3Weights & w = model_->weights();
     const int64_t n_tokens = n_tokens_;
     const int64_t hd = hp.n_embd_head;
+    const int64_t n_q = hp.n_head * hd;
+    const int64_t n_kv = hp.n_head_kv * hd;
 
     text_ids_ = ggml_new_tensor_1d(ctx_, GGML_TYPE_I32, n_tokens);
     ggml_set_name(text_ids_, "inp.text_ids");
@@ -244,9 +260,24 @@ void Qwen3Session::build_graph() {
             cur = ggml_mul(ctx_, ggml_rms_norm(ctx_, inpL, hp.rms_eps), l.attn_norm);
             ggml_format_name(cur, "blk%d.attn_norm", il);
 
-            ggml_tensor * q = ggml_reshape_3d(ctx_, l.wq.forward(ctx_, cur), hd, hp.n_head, n_tokens);
-            ggml_tensor * k = ggml_reshape_3d(ctx_, l.wk.forward(ctx_, cur), hd, hp.n_head_kv, n_tokens);
-            ggml_tensor * v = ggml_reshape_3d(ctx_, l.wv.forward(ctx_, cur), hd, hp.n_head_kv, n_tokens);
+            ggml_tensor * q = nullptr;  // [hd, n_head, n_tokens]
+            ggml_tensor * k = nullptr;  // [hd, n_head_kv, n_tokens]
+            ggml_tensor * v = nullptr;  // [hd, n_head_kv, n_tokens]
+            if (l.wqkv) {
+                ggml_tensor * qkv = ggml_mul_mat(ctx_, ggml_reshape_2d(ctx_, l.wqkv, hp.n_embd, n_q + 2 * n_kv), cur);
+                ggml_format_name(qkv, "blk%d.qkv", il);  // [n_q + 2*n_kv, n_tokens]: rows q, k, v
+                const auto heads = [&](int64_t n_heads, int64_t first_row) {
+                    return ggml_view_3d(ctx_, qkv, hd, n_heads, n_tokens, hd * qkv->nb[0], qkv->nb[1],
+                                        first_row * qkv->nb[0]);
+                };
+                q = heads(hp.n_head, 0);
+                k = heads(hp.n_head_kv, n_q);
+                v = heads(hp.n_head_kv, n_q + n_kv);
+            } else {
+                q = ggml_reshape_3d(ctx_, l.wq.forward(ctx_, cur), hd, hp.n_head, n_tokens);
+                k = ggml_reshape_3d(ctx_, l.wk.forward(ctx_, cur), hd, hp.n_head_kv, n_tokens);
+                v = ggml_reshape_3d(ctx_, l.wv.forward(ctx_, cur), hd, hp.n_head_kv, n_tokens);
+            }
             ggml_format_name(v, "blk%d.v", il);
 
             // Per-head RMSNorm before RoPE; NEOX rotation (rotate_half), plain RoPE without YaRN.
@@ -273,9 +304,14 @@ void Qwen3Session::build_graph() {
         {
             cur = ggml_mul(ctx_, ggml_rms_norm(ctx_, ffn_inp, hp.rms_eps), l.ffn_norm);
             ggml_format_name(cur, "blk%d.ffn_norm", il);
-            ggml_tensor * gate = l.ffn_gate.forward(ctx_, cur);
-            ggml_tensor * up = l.ffn_up.forward(ctx_, cur);
-            cur = ggml_swiglu_split(ctx_, gate, up);
+            if (l.ffn_gate_up) {
+                // [2*n_ff, n_tokens]: rows gate, then up, the halves ggml_swiglu reads
+                cur = ggml_mul_mat(ctx_, ggml_reshape_2d(ctx_, l.ffn_gate_up, hp.n_embd, 2 * hp.n_ff), cur);
+                ggml_format_name(cur, "blk%d.ffn_gate_up", il);
+                cur = ggml_swiglu(ctx_, cur);
+            } else {
+                cur = ggml_swiglu_split(ctx_, l.ffn_gate.forward(ctx_, cur), l.ffn_up.forward(ctx_, cur));
+            }
             ggml_format_name(cur, "blk%d.ffn_act", il);  // [n_ff, n_tokens]
             cur = l.ffn_down.forward(ctx_, cur);
             ggml_format_name(cur, "blk%d.ffn_out", il);

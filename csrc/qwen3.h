@@ -49,6 +49,10 @@ struct Qwen3Layer {
     ggml_tensor * k_norm = nullptr;
     ggml_tensor * ffn_norm = nullptr;  // post_attention_layernorm
     Linear ffn_gate, ffn_up, ffn_down;  // mlp.{gate,up,down}_proj, bias-free
+    // Weights joined end to end (1-D) so one mul_mat converts the normed input once: q|k|v and
+    // gate|up, when those Linears run mul_mat on one type; else null and each runs on its own.
+    ggml_tensor * wqkv = nullptr;
+    ggml_tensor * ffn_gate_up = nullptr;
 };
 
 struct Qwen3Weights {
@@ -74,7 +78,7 @@ public:
 private:
     BackendPtr backend_;
     std::unique_ptr<GGUFFile> file_;
-    std::unique_ptr<DerivedWeights> derived_;  // F32 projections transposed for the direct op
+    std::unique_ptr<DerivedWeights> derived_;  // F32 projections transposed, others joined
     Qwen3HParams hp_;
     Qwen3Weights w_;
     mutable std::mutex compute_mutex_;

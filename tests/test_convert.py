@@ -199,6 +199,7 @@ def test_lm_metadata(converted, backend):
     file_type = {"F32": 0, "F16": 1, "Q8_0": 7, "BF16": 32}[outtype]
     want = {
         "general.architecture": "omnivoice-lm",
+        "general.alignment": 64,
         "general.file_type": file_type,
         "omnivoice-lm.block_count": llm["num_hidden_layers"],
         "omnivoice-lm.embedding_length": llm["hidden_size"],
@@ -257,6 +258,7 @@ def test_codec_metadata(converted, backend):
                         if n.startswith("quantizer.quantizers.")})
     want = {
         "general.architecture": "omnivoice-tokenizer",
+        "general.alignment": 64,
         "general.file_type": {"F32": 0, "F16": 1}[codec_type],
         "omnivoice.sample_rate": cfg["sample_rate"],
         "omnivoice.semantic_sample_rate": cfg["semantic_sample_rate"],

@@ -37,6 +37,7 @@ def rewrite_without(src: Path, dst: Path, drop: str) -> None:
     reader = gguf.GGUFReader(src)
     arch = reader.fields["general.architecture"].contents()
     writer = gguf.GGUFWriter(dst, arch)
+    writer.data_alignment = reader.alignment  # general.alignment is copied below
     for key, field in reader.fields.items():
         if key.startswith("GGUF.") or key == "general.architecture":
             continue

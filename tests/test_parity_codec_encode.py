@@ -166,6 +166,7 @@ def rewrite(src: Path, dst: Path, overrides: dict[str, object], drop: str = "", 
     tensor ``drop`` left out and tensor ``to_f16`` stored as F16."""
     reader = gguf.GGUFReader(src)
     writer = gguf.GGUFWriter(dst, reader.fields["general.architecture"].contents())
+    writer.data_alignment = reader.alignment  # general.alignment is copied below
     for key, field in reader.fields.items():
         if key.startswith("GGUF.") or key == "general.architecture":
             continue

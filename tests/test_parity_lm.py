@@ -192,6 +192,7 @@ def rewrite_gguf(src: Path, dst: Path, drop: str | None = None, extra: str | Non
     """Copies an LM GGUF, optionally without tensor `drop` or with an unknown tensor `extra`."""
     reader = gguf.GGUFReader(src)
     writer = gguf.GGUFWriter(dst, "omnivoice-lm")
+    writer.data_alignment = reader.alignment  # general.alignment is copied below
     for field in reader.fields.values():
         if field.name.startswith("GGUF.") or field.name == "general.architecture":
             continue
