@@ -60,3 +60,15 @@ def test_hub_id_offline_gives_a_readable_error(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setitem(__import__("sys").modules, "huggingface_hub", None)
     with pytest.raises(FileNotFoundError, match="GGUF"):
         resolve_model("k2-fsa/OmniVoice")
+
+
+def test_snapshot_is_converted_once_into_the_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    snapshot = Path(__file__).parent / "data" / "tiny_hf"
+    monkeypatch.setenv("OMNIVOICE_CACHE", str(tmp_path / "cache"))
+    files = resolve_model(snapshot)
+    assert files.lm.name == "omnivoice-base-BF16.gguf" and files.lm.is_file()
+    assert files.codec.name == "omnivoice-tokenizer-F32.gguf" and files.codec.is_file()
+    assert files.lm.parent.is_relative_to(tmp_path / "cache")
+    stamp = files.lm.stat().st_mtime_ns
+    again = resolve_model(snapshot)
+    assert again == files and files.lm.stat().st_mtime_ns == stamp  # not converted twice
