@@ -12,54 +12,50 @@ package cannot be imported beside ours.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
+import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 from omnivoice.audio_tokenizer import AudioTokenizer
 
-REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import run_reference, runs_text, time_calls  # noqa: E402
+
 CKPT = Path("/work/ckpt")
 
 
-def run_reference(args: argparse.Namespace, task: str, extra: list[str]) -> dict:
+def reference(args: argparse.Namespace, task: str, extra: list[str]) -> dict:
     """Runs bench/codec_ref.py in the reference venv and returns its JSON."""
-    env = dict(os.environ, PYTHONPATH=str(REPO / "tests" / "reference" / "torchaudio_stub"))
-    cmd = [args.ref_python, "-P", str(REPO / "bench" / "codec_ref.py"), task, "--model-dir", str(args.hf_dir),
-           "--threads", str(args.threads), "--repeats", str(args.repeats), *extra]
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return run_reference(args.ref_python, "codec_ref.py", [task, "--model-dir", str(args.hf_dir), "--threads",
+                                                           str(args.threads), "--repeats", str(args.repeats), *extra])
+
+
+def report(label: str, times: list[float], ref: dict | None, agreement: str) -> None:
+    """Prints our runs and, with a reference, its runs, the ratio and how close the outputs are."""
+    print(label)
+    print(f"  ours    {runs_text(times)}")
+    if ref is not None:
+        print(f"  pytorch {runs_text(ref['times_s'])}")
+        print(f"  ratio ours/pytorch {statistics.median(times) / ref['median_s']:.2f}   {agreement}")
 
 
 def bench_decode(args: argparse.Namespace, tok: AudioTokenizer) -> None:
     """Times decode of --frames random frames, ours and the reference's."""
     rng = np.random.default_rng(0)
     codes = rng.integers(0, tok.codebook_size, size=(tok.n_codebooks, args.frames), dtype=np.int32)
-    audio = tok.decode(codes)  # warm-up
-    times = []
-    for _ in range(args.repeats):
-        t0 = time.perf_counter()
-        tok.decode(codes)
-        times.append(time.perf_counter() - t0)
-    ours = statistics.median(times)
-    seconds = args.frames / tok.frame_rate
-    print(f"decode {args.frames} frames ({seconds:.0f} s audio), {args.threads} threads")
-    print(f"  ours    {ours:.3f} s  (runs: {' '.join(f'{t:.3f}' for t in times)})")
+    times, audio = time_calls(lambda: tok.decode(codes), args.repeats)
+    label = f"decode {args.frames} frames ({args.frames / tok.frame_rate:.0f} s audio), {args.threads} threads"
     if args.no_ref:
-        return
+        return report(label, times, None, "")
     with tempfile.TemporaryDirectory() as tmp:
         np.save(Path(tmp) / "codes.npy", codes)
-        ref = run_reference(args, "decode", ["--codes", str(Path(tmp) / "codes.npy"),
-                                             "--out-audio", str(Path(tmp) / "audio.npy")])
+        ref = reference(args, "decode", ["--codes", str(Path(tmp) / "codes.npy"),
+                                         "--out-audio", str(Path(tmp) / "audio.npy")])
         ref_audio = np.load(Path(tmp) / "audio.npy")
-    print(f"  pytorch {ref['median_s']:.3f} s  (runs: {' '.join(f'{t:.3f}' for t in ref['times_s'])})")
-    print(f"  ratio ours/pytorch {ours / ref['median_s']:.2f}   max |audio diff| {np.abs(audio - ref_audio).max():.2e}")
+    report(label, times, ref, f"max |audio diff| {np.abs(audio - ref_audio).max():.2e}")
 
 
 def test_signal(n: int, sample_rate: int) -> np.ndarray:
@@ -72,25 +68,17 @@ def test_signal(n: int, sample_rate: int) -> np.ndarray:
 def bench_encode(args: argparse.Namespace, tok: AudioTokenizer) -> None:
     """Times encode of --frames frames of audio, ours and the reference's."""
     audio = test_signal(args.frames * tok.hop_length, tok.sample_rate)
-    codes = tok.encode(audio, tok.sample_rate)  # warm-up
-    times = []
-    for _ in range(args.repeats):
-        t0 = time.perf_counter()
-        tok.encode(audio, tok.sample_rate)
-        times.append(time.perf_counter() - t0)
-    ours = statistics.median(times)
-    print(f"encode {audio.size / tok.sample_rate:.0f} s audio ({args.frames} frames), {args.threads} threads")
-    print(f"  ours    {ours:.3f} s  (runs: {' '.join(f'{t:.3f}' for t in times)})")
+    times, codes = time_calls(lambda: tok.encode(audio, tok.sample_rate), args.repeats)
+    label = f"encode {audio.size / tok.sample_rate:.0f} s audio ({args.frames} frames), {args.threads} threads"
     if args.no_ref:
-        return
+        return report(label, times, None, "")
     with tempfile.TemporaryDirectory() as tmp:
         np.save(Path(tmp) / "audio.npy", audio)
-        ref = run_reference(args, "encode", ["--audio", str(Path(tmp) / "audio.npy"),
-                                             "--out-codes", str(Path(tmp) / "codes.npy")])
+        ref = reference(args, "encode", ["--audio", str(Path(tmp) / "audio.npy"),
+                                         "--out-codes", str(Path(tmp) / "codes.npy")])
         ref_codes = np.load(Path(tmp) / "codes.npy")
     same = (codes == ref_codes).mean() if codes.shape == ref_codes.shape else float("nan")
-    print(f"  pytorch {ref['median_s']:.3f} s  (runs: {' '.join(f'{t:.3f}' for t in ref['times_s'])})")
-    print(f"  ratio ours/pytorch {ours / ref['median_s']:.2f}   codes identical {same:.2%}")
+    report(label, times, ref, f"codes identical {same:.2%}")
 
 
 def main() -> None:

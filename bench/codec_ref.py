@@ -10,11 +10,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
+import sys
+from pathlib import Path
 
 import numpy as np
 import torch
 from transformers import HiggsAudioV2TokenizerModel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import time_calls  # noqa: E402
 
 
 def main() -> None:
@@ -38,13 +42,8 @@ def main() -> None:
     else:
         inputs = torch.from_numpy(np.load(args.audio).astype(np.float32))[None, None]
         run = model.encode
-    times = []
     with torch.inference_mode():
-        out = run(inputs, return_dict=False)  # warm-up
-        for _ in range(args.repeats):
-            t0 = time.perf_counter()
-            run(inputs, return_dict=False)
-            times.append(time.perf_counter() - t0)
+        times, out = time_calls(lambda: run(inputs, return_dict=False), args.repeats)
     if args.out_audio and args.task == "decode":
         np.save(args.out_audio, out.reshape(-1).numpy().astype(np.float32))
     if args.out_codes and args.task == "encode":

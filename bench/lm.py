@@ -14,13 +14,9 @@ each type's logits' max relative difference from the reference's float32 ones.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +26,7 @@ from omnivoice import _core
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 from ggml_matmul import matmul_gflops  # noqa: E402
+from timing import run_reference, runs_text, time_calls  # noqa: E402
 
 CKPT = Path("/work/ckpt")
 # name: (cond length S, target length T, reference audio frames inside the cond prompt)
@@ -60,32 +57,11 @@ def step_flops(lm: _core.LM, segments: list[tuple[int, int, int]]) -> float:
     return 2.0 * (lm.n_layer * (n_tokens * per_token + attention) + heads)
 
 
-def time_ours(
-    session: _core.LMSession, ids: np.ndarray, mask: np.ndarray, repeats: int
-) -> tuple[list[float], np.ndarray]:
-    """Wall times of `repeats` steps after one warm-up (which pages the weights in), and the logits."""
-    logits = session.forward(ids, mask)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        session.forward(ids, mask)
-        times.append(time.perf_counter() - t0)
-    return times, logits
-
-
-def run_reference(args: argparse.Namespace, inputs: Path, repeats: int, warmup: int, out_logits: Path) -> dict:
+def reference(args: argparse.Namespace, inputs: Path, repeats: int, warmup: int, out_logits: Path) -> dict:
     """Runs bench/lm_ref.py in the reference venv and returns its JSON."""
-    env = dict(os.environ, PYTHONPATH=str(REPO / "tests" / "reference" / "torchaudio_stub"))
-    cmd = [args.ref_python, "-P", str(REPO / "bench" / "lm_ref.py"), "--model-dir", str(args.hf_dir),
-           "--inputs", str(inputs), "--threads", str(args.threads), "--repeats", str(repeats),
-           "--warmup", str(warmup), "--out-logits", str(out_logits)]
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
-def fmt(times: list[float]) -> str:
-    """Median and every run, in seconds."""
-    return f"{statistics.median(times):7.3f} s  (runs: {' '.join(f'{t:.2f}' for t in times)})"
+    return run_reference(args.ref_python, "lm_ref.py", [
+        "--model-dir", str(args.hf_dir), "--inputs", str(inputs), "--threads", str(args.threads),
+        "--repeats", str(repeats), "--warmup", str(warmup), "--out-logits", str(out_logits)])
 
 
 def main() -> None:
@@ -118,7 +94,9 @@ def main() -> None:
                     np.savez(Path(tmp) / "inputs.npz", ids=ids, mask=mask, t_len=t_len)
                 packed_ids = np.concatenate([ids, ids[:, -t_len:]], axis=1)
                 packed_mask = np.concatenate([mask, mask[-t_len:]])
-                ours[wtype], logits[wtype] = time_ours(lm.session(segments), packed_ids, packed_mask, repeats)
+                session = lm.session(segments)
+                # The warm-up call pages the weights in.
+                ours[wtype], logits[wtype] = time_calls(lambda: session.forward(packed_ids, packed_mask), repeats)
                 # The yardstick right after our runs, so both see the same load on a shared machine.
                 mm[wtype] = matmul_gflops(wtype, lm.hidden_size, lm.intermediate_size, 512, args.threads)
                 flops = step_flops(lm, segments)
@@ -127,16 +105,16 @@ def main() -> None:
                   f"{args.threads} threads")
             for wtype in types:
                 rate = flops / statistics.median(ours[wtype]) / 1e9
-                print(f"  ours {wtype:5s} {fmt(ours[wtype])}  {rate:5.0f} GFLOP/s; ggml's matmul "
+                print(f"  ours {wtype:5s} {runs_text(ours[wtype])}  {rate:5.0f} GFLOP/s; ggml's matmul "
                       f"{mm[wtype]:.0f} GFLOP/s (weight hidden x ffn, 512 tokens): {rate / mm[wtype]:.0%}")
             if args.no_ref:
                 continue
             # At the cloning shape a PyTorch run takes about a minute: a warm-up's overhead is noise.
             warmup = int(shape == "auto")
-            ref = run_reference(args, Path(tmp) / "inputs.npz", repeats, warmup, Path(tmp) / "ref_logits.npy")
+            ref = reference(args, Path(tmp) / "inputs.npz", repeats, warmup, Path(tmp) / "ref_logits.npy")
             ref_logits = np.load(Path(tmp) / "ref_logits.npy")
-            print(f"  pytorch float32  {fmt(ref['float32']['times_s'])}   [2, 8, {s_len}] padded")
-            print(f"  pytorch bfloat16 {fmt(ref['bfloat16']['times_s'])}")
+            print(f"  pytorch float32  {runs_text(ref['float32']['times_s'])}   [2, 8, {s_len}] padded")
+            print(f"  pytorch bfloat16 {runs_text(ref['bfloat16']['times_s'])}")
             for wtype in types:
                 ratios = (f"{statistics.median(ours[wtype]) / ref[d]['median_s']:.2f}" for d in ("float32", "bfloat16"))
                 print(f"  ratio ours {wtype} / pytorch: " + " / ".join(ratios) + "  (vs float32 / bfloat16)")

@@ -13,11 +13,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
+import sys
+from pathlib import Path
 
 import numpy as np
 import torch
 from omnivoice.models.omnivoice import OmniVoice
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import time_calls  # noqa: E402
 
 
 def padded_batch(ids: np.ndarray, mask: np.ndarray, t_len: int) -> tuple[torch.Tensor, ...]:
@@ -42,13 +46,10 @@ def time_forward(
 ) -> tuple[list[float], torch.Tensor]:
     """Wall times of `repeats` forwards after `warmup` untimed ones, and the logits."""
     input_ids, audio_mask, attention = batch
-    times = []
     with torch.inference_mode():
-        for i in range(warmup + repeats):
-            t0 = time.perf_counter()
-            logits = model(input_ids=input_ids, audio_mask=audio_mask, attention_mask=attention).logits
-            if i >= warmup:
-                times.append(time.perf_counter() - t0)
+        times, logits = time_calls(
+            lambda: model(input_ids=input_ids, audio_mask=audio_mask, attention_mask=attention).logits,
+            repeats, warmup)
     return times, logits.float()
 
 
