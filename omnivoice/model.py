@@ -331,9 +331,11 @@ class OmniVoice:
         if voice_clone_prompt is not None and (ref_text is not None or ref_audio is not None):
             logger.warning("both voice_clone_prompt and ref_text/ref_audio given: using voice_clone_prompt")
         elif ref_audio is not None:
+            # One reference for the whole batch is encoded once, then shared.
+            m = max(len(x) if isinstance(x, list) else 1 for x in (ref_audio, ref_text))
             voice_clone_prompt = [
                 self.create_voice_clone_prompt(a, t, preprocess_prompt=config.preprocess_prompt)
-                for a, t in zip(_as_list(ref_audio, n, "ref_audio"), _as_list(ref_text, n, "ref_text"))
+                for a, t in zip(_as_list(ref_audio, m, "ref_audio"), _as_list(ref_text, m, "ref_text"))
             ]
         elif ref_text is not None:
             raise ValueError("ref_text was given without ref_audio")

@@ -160,3 +160,13 @@ def test_concurrent_calls_share_one_model_safely(model: OmniVoice) -> None:
         together = list(pool.map(lambda t: model.generate(t, **kw)[0], texts * 2))
     for got, want in zip(together, alone * 2):
         np.testing.assert_array_equal(got, want)
+
+
+def test_one_reference_for_a_batch_is_encoded_once(model: OmniVoice, monkeypatch: pytest.MonkeyPatch) -> None:
+    enc = np.load(FIXTURES / "codec_encode.npz")
+    calls = []
+    inner = model.create_voice_clone_prompt
+    monkeypatch.setattr(model, "create_voice_clone_prompt", lambda *a, **k: calls.append(1) or inner(*a, **k))
+    out = model.generate(["One.", "Two.", "Three."], ref_audio=(enc["audio_24k"], 24000),
+                         ref_text="Nice to meet you.", num_step=2, duration=0.4, position_temperature=0.0)
+    assert len(out) == 3 and len(calls) == 1
