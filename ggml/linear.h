@@ -1,0 +1,19 @@
+#pragma once
+// y = W x for weights in the GGUF's own layout ([IN, OUT] in ggml order: one row of IN values per
+// output), as a CPU custom op. Each thread takes a range of 16-output panels (32 with AVX-512);
+// per chunk of 256 inputs it unpacks a panel once into an F32 [256][16] block in L1 (F32 copied,
+// BF16 shifted, F16 converted, Q8_0 scaled), then every token reuses it: vectors along the outputs
+// times broadcast inputs, 6 tokens x 16 outputs of accumulators (AVX2). The weights are never
+// copied or transposed at load, and every type runs at the F32 FMA rate with its own memory
+// traffic.
+#include <vector>
+
+#include "ggml.h"
+
+// The weight types the op reads.
+bool ov_linear_supports(ggml_type type);
+
+// x: [IN, N] F32 (rows may be strided); weights: 1 to 9 tensors [IN, OUT_i], each contiguous, of
+// any type ov_linear_supports (they may differ). Returns [sum OUT_i, N]: the weights' outputs
+// stacked in order, as one product with their concatenation (e.g. q|k|v) without building it.
+ggml_tensor * ov_linear(ggml_context * ctx, ggml_tensor * x, const std::vector<ggml_tensor *> & weights);
