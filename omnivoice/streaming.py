@@ -354,9 +354,9 @@ class PieceFinisher:
         head: list[np.ndarray] = []
         if self._held is not None:
             held = self._held.copy()
-            _ramp(held, min(self.third, held.size), down=True)
+            ramp(held, min(self.third, held.size), down=True)
             head = [self._volume(held), np.zeros(self.third, np.float32)]
-            _ramp(audio, min(self.third, audio.size), down=False)
+            ramp(audio, min(self.third, audio.size), down=False)
             self._signal += self.third
         self._signal += audio.size
         if last:
@@ -367,7 +367,7 @@ class PieceFinisher:
         body = self._volume(body)
         if first:
             # generate's fade-in covers min(0.1 s, half the signal); the signal is at least this piece.
-            _ramp(body, min(self.fade, audio.size // 2, body.size), down=False)
+            ramp(body, min(self.fade, audio.size // 2, body.size), down=False)
             head.insert(0, np.zeros(self.fade, np.float32))
         out = np.concatenate(head + [body])
         if last:
@@ -387,7 +387,7 @@ class PieceFinisher:
         return apply_volume(audio, self.ref_rms, self._peak).astype(np.float32, copy=False)
 
     def _finish(self, out: np.ndarray) -> np.ndarray:
-        _ramp(out, min(self.fade, self._signal // 2, out.size), down=True)
+        ramp(out, min(self.fade, self._signal // 2, out.size), down=True)
         return np.concatenate([out, np.zeros(self.fade, np.float32)])
 
     def _chunk(self, audio: np.ndarray, text: str) -> AudioChunk:
@@ -396,7 +396,7 @@ class PieceFinisher:
         return chunk
 
 
-def _ramp(audio: np.ndarray, n: int, down: bool) -> None:
+def ramp(audio: np.ndarray, n: int, down: bool) -> None:
     """Multiplies the last (``down``) or first ``n`` samples by a linear fade, in place."""
     if n <= 0:
         return
