@@ -47,7 +47,7 @@ def core(tiny_codec_gguf: Path) -> _core.Codec:
 def test_encode_stages_match_reference(core: _core.Codec, ref: dict[str, np.ndarray]) -> None:
     hidden = ["hubert.hidden0"] + [f"hubert.l{i}.out" for i in range(N_LAYERS)]
     names = ["hubert.conv_out", "hubert.out", "e_semantic", "e_acoustic", "fc.out", *hidden]
-    got = core.encode_capture(ref["audio_24k"], ref["audio_16k"], names)
+    got = _core.testing.encode_capture(core, ref["audio_24k"], ref["audio_16k"], names)
 
     # ggml [C, T] arrives as numpy (T, C); the fixture's conv outputs are PyTorch's (C, T).
     assert rel_err(got["hubert.conv_out"].T, ref["hubert_conv_out"]) < REL_TOL
