@@ -7,47 +7,25 @@ arguments as upstream's and returns a list of float32 numpy arrays at 24 kHz, on
 from __future__ import annotations
 
 import itertools
-import logging
 import os
 import threading
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
+from typing import Any, Iterable, Iterator, Optional, Union
 
 import numpy as np
 
 from . import _core
-from .audio import (
-    apply_volume,
-    cross_fade_chunks,
-    load_audio,
-    post_process_audio,
-    preprocess_reference,
-    truncate_to_hop,
-)
+from .audio import load_audio, to_mono, truncate_to_hop
 from .audio_tokenizer import AudioTokenizer
-from .chunking import add_punctuation, chunk_text_for_generation
-from .duration import estimate_target_tokens, resolve_target_lengths
-from .lang_map import resolve_language
-from .maskgit import MaskGITConfig, generate as maskgit_generate, pack_prompts
+from .chunking import add_punctuation
+from .maskgit import MaskGITConfig
 from .model_files import resolve_model
-from .prompt import build_prompt
-from .streaming import (
-    AudioChunk,
-    Cancelled,
-    CancelCheck,
-    PieceFinisher,
-    TextPiece,
-    as_cancel_check,
-    iter_pieces,
-    speech_seconds,
-)
+from .pipeline import Pipeline, Progress
+from .postprocess import preprocess_reference
+from .streaming import AudioChunk, CancelCheck, TextPiece, as_cancel_check, iter_pieces, speech_seconds
 from .tokenizer import TextTokenizer
-from .voice_design import contains_chinese, resolve_instruct
-
-logger = logging.getLogger(__name__)
 
 AudioInput = Union[str, os.PathLike, tuple[np.ndarray, int]]
-Progress = Callable[[str, int, int], None]
 Cancel = Union[threading.Event, CancelCheck, None]
 
 
@@ -111,30 +89,6 @@ class VoiceClonePrompt:
         return cls(ref_audio_tokens=tokens, ref_text=text, ref_rms=rms)
 
 
-@dataclass
-class _Item:
-    """One text to generate, after resolving language, instruct, reference and length."""
-
-    text: str
-    target_len: int
-    lang: Optional[str]
-    instruct: Optional[str]
-    ref_text: Optional[str] = None
-    ref_tokens: Optional[np.ndarray] = None
-    ref_rms: Optional[float] = None
-    speed: float = 1.0
-
-
-def _as_list(x: Any, n: int, what: str) -> list[Any]:
-    """Upstream's ``_ensure_list``: one value for all items, or one per item."""
-    xs = x if isinstance(x, list) else [x]
-    if len(xs) == 1:
-        return xs * n
-    if len(xs) != n:
-        raise ValueError(f"{what}: expected 1 or {n} values (one per text), got {len(xs)}")
-    return xs
-
-
 class OmniVoice:
     """OmniVoice TTS: text (plus an optional voice description or reference) to 24 kHz speech."""
 
@@ -144,8 +98,9 @@ class OmniVoice:
         self.audio_tokenizer = audio_tokenizer
         self.text_tokenizer = text_tokenizer
         self.backend = backend
-        self.sampling_rate: int = audio_tokenizer.sample_rate
-        self.frame_rate: float = audio_tokenizer.sample_rate / audio_tokenizer.hop_length
+        self.pipeline = Pipeline(lm, audio_tokenizer, text_tokenizer)
+        self.sampling_rate: int = self.pipeline.sampling_rate
+        self.frame_rate: float = self.pipeline.frame_rate
 
     @classmethod
     def from_pretrained(cls, model: Union[str, os.PathLike], codec: Union[str, os.PathLike, None] = None,
@@ -230,22 +185,9 @@ class OmniVoice:
         config.validate()  # before any work
         check = as_cancel_check(cancel)
         rng = np.random.default_rng(seed)
-        items = self._prepare_items(text, language, ref_text, ref_audio, voice_clone_prompt, instruct,
-                                    duration, speed, config)
-        threshold = int(config.audio_chunk_threshold * self.frame_rate)
-        short = [i for i, it in enumerate(items) if it.target_len <= threshold]
-        long = [i for i, it in enumerate(items) if it.target_len > threshold]
-
-        tokens: list[list[np.ndarray]] = [[] for _ in items]
-        if short:
-            for i, t in zip(short, self._generate_tokens([items[i] for i in short], config, rng, progress, check)):
-                tokens[i] = [t]
-        if long:
-            for i, chunks in zip(long, self._generate_chunked([items[i] for i in long], config, rng, progress,
-                                                              check)):
-                tokens[i] = chunks
-        return [self._decode_and_post_process(toks, item.ref_rms, config, check)
-                for toks, item in zip(tokens, items)]
+        items = self.pipeline.prepare(text, language, ref_text, ref_audio, voice_clone_prompt, instruct,
+                                      duration, speed, config, self.create_voice_clone_prompt)
+        return self.pipeline.run(items, config, rng, progress, check)
 
     def generate_stream(
         self,
@@ -267,13 +209,13 @@ class OmniVoice:
         """Generates speech for one text piece by piece, yielding each piece's audio once decoded.
 
         With ``split="sentence"`` (the default) the text is cut at sentence ends (see
-        :mod:`omnivoice.streaming`): sentences under 1.5 s of estimated speech are joined with the
-        next, sentences over ``audio_chunk_duration`` are cut at clause marks, and the first piece
-        is cut to at most 4 s so that the first audio comes early. ``text`` may then be an
-        iterable of fragments (e.g. tokens from a language model) consumed as it goes: a piece is
-        generated as soon as its sentence is complete. ``split="chunk"`` is the behaviour of
-        :meth:`generate` (and of this method before sentence streaming): the whole text in one
-        piece up to ``audio_chunk_threshold`` seconds, upstream's chunks of about
+        :mod:`omnivoice.streaming` and docs/streaming.md): sentences under 1.5 s of estimated
+        speech are joined with the next, sentences over ``audio_chunk_duration`` are cut at clause
+        marks, and the first piece is cut to at most 4 s so that the first audio comes early.
+        ``text`` may then be an iterable of fragments (e.g. tokens from a language model) consumed
+        as it goes: a piece is generated as soon as its sentence is complete. ``split="chunk"`` is
+        the behaviour of this method before sentence streaming, and :meth:`generate`'s own: the
+        whole text in one piece up to ``audio_chunk_threshold`` seconds, upstream's chunks of about
         ``audio_chunk_duration`` seconds above it; ``text`` must then be a str.
 
         The voice is held across pieces as in :meth:`generate`'s long-form chunking: every piece
@@ -312,17 +254,15 @@ class OmniVoice:
         if split not in ("sentence", "chunk"):
             raise ValueError(f"split must be 'sentence' or 'chunk', got {split!r}")
         voice = (language, ref_text, ref_audio, voice_clone_prompt, instruct)
+        clone = self.create_voice_clone_prompt
         count: Optional[int] = None
         if isinstance(text, str):
             # The whole text is known: so are the pieces, and which one is last.
-            (item,) = self._prepare_items(text, *voice, duration, speed, config)
+            (item,) = self.pipeline.prepare(text, *voice, duration, speed, config, clone)
             if split == "sentence":
                 texts = list(iter_pieces(text, speech_seconds(self.frame_rate), config.audio_chunk_duration))
-            elif item.target_len <= int(config.audio_chunk_threshold * self.frame_rate):
-                texts = [text]
             else:
-                texts = chunk_text_for_generation(text, item.target_len, config.audio_chunk_duration,
-                                                  self.frame_rate)
+                texts = self.pipeline.chunk_texts(item, config)
             count, pieces = len(texts), iter(texts)
         elif split == "chunk":
             raise ValueError("split='chunk' needs text as a str (it chunks the whole text)")
@@ -333,17 +273,10 @@ class OmniVoice:
             first = next(pieces, None)
             if first is None:
                 raise ValueError("text is empty")
-            (item,) = self._prepare_items(first, *voice, None, speed, config)
+            (item,) = self.pipeline.prepare(first, *voice, None, speed, config, clone)
             pieces = itertools.chain([first], pieces)
         rng = np.random.default_rng(seed)
-        finisher = PieceFinisher(self.sampling_rate, item.ref_rms, config.postprocess_output)
-        for index, (piece, tokens) in enumerate(self._piece_tokens(item, pieces, count, config, rng, progress,
-                                                                   check)):
-            audio = self._decode(tokens, check)
-            yield finisher.push(piece.text, audio, None if count is None else index == count - 1)
-        tail = finisher.close()
-        if tail is not None:
-            yield tail
+        yield from self.pipeline.stream(item, pieces, count, config, rng, progress, check)
 
     def generate_pieces(
         self,
@@ -383,17 +316,11 @@ class OmniVoice:
         first = next(pieces, None)
         if first is None:
             return
-        (item,) = self._prepare_items(first.text if isinstance(first, TextPiece) else first, language, ref_text,
-                                      ref_audio, voice_clone_prompt, instruct, None, speed, config)
+        (item,) = self.pipeline.prepare(first.text if isinstance(first, TextPiece) else first, language, ref_text,
+                                        ref_audio, voice_clone_prompt, instruct, None, speed, config,
+                                        self.create_voice_clone_prompt)
         rng = np.random.default_rng(seed)
-        peak: Optional[float] = None
-        tokens = self._piece_tokens(item, itertools.chain([first], pieces), None, config, rng, progress, check)
-        for index, (piece, piece_tokens) in enumerate(tokens):
-            audio = self._decode(piece_tokens, check)
-            if peak is None:
-                peak = float(np.abs(audio).max(initial=0.0))
-            yield AudioChunk(apply_volume(audio, item.ref_rms, peak).astype(np.float32, copy=False),
-                             piece.text, index)
+        yield from self.pipeline.raw_pieces(item, itertools.chain([first], pieces), config, rng, progress, check)
 
     def create_voice_clone_prompt(self, ref_audio: AudioInput, ref_text: Optional[str] = None,
                                   preprocess_prompt: bool = True) -> VoiceClonePrompt:
@@ -431,169 +358,5 @@ class OmniVoice:
         if not (isinstance(ref_audio, tuple) and len(ref_audio) == 2):
             raise ValueError("ref_audio must be a path or a (waveform, sample_rate) tuple")
         wave, sr = ref_audio
-        return self.audio_tokenizer.to_mono(np.asarray(wave), int(sr), self.sampling_rate)
+        return to_mono(np.asarray(wave), int(sr), self.sampling_rate)
 
-    def _prepare_items(self, text: Union[str, list[str]], language: Any, ref_text: Any, ref_audio: Any,
-                       voice_clone_prompt: Any, instruct: Any, duration: Any, speed: Any,
-                       config: OmniVoiceGenerationConfig) -> list[_Item]:
-        texts = [text] if isinstance(text, str) else list(text)
-        if not texts or not all(isinstance(t, str) for t in texts):
-            raise ValueError("text must be a string or a non-empty list of strings")
-        for t in texts:
-            if not t.strip():
-                raise ValueError("text is empty")
-        n = len(texts)
-        langs = [resolve_language(x) for x in _as_list(language, n, "language")]
-        instructs = [None if s is None else resolve_instruct(s, use_zh=contains_chinese(t))
-                     for s, t in zip(_as_list(instruct, n, "instruct"), texts)]
-
-        if voice_clone_prompt is not None and (ref_text is not None or ref_audio is not None):
-            logger.warning("both voice_clone_prompt and ref_text/ref_audio given: using voice_clone_prompt")
-        elif ref_audio is not None:
-            # One reference for the whole batch is encoded once, then shared.
-            m = max(len(x) if isinstance(x, list) else 1 for x in (ref_audio, ref_text))
-            voice_clone_prompt = [
-                self.create_voice_clone_prompt(a, t, preprocess_prompt=config.preprocess_prompt)
-                for a, t in zip(_as_list(ref_audio, m, "ref_audio"), _as_list(ref_text, m, "ref_text"))
-            ]
-        elif ref_text is not None:
-            raise ValueError("ref_text was given without ref_audio")
-        prompts = _as_list(voice_clone_prompt, n, "voice_clone_prompt")
-
-        ref_tokens = [None if p is None else np.asarray(p.ref_audio_tokens, dtype=np.int32) for p in prompts]
-        ref_texts = [None if p is None else p.ref_text for p in prompts]
-        lengths, speeds = resolve_target_lengths(
-            texts, ref_texts, [None if t is None else t.shape[1] for t in ref_tokens], self.frame_rate,
-            speed=speed, duration=duration)
-        items = [
-            _Item(text=texts[i], target_len=lengths[i], lang=langs[i], instruct=instructs[i],
-                  ref_text=ref_texts[i], ref_tokens=ref_tokens[i],
-                  ref_rms=None if prompts[i] is None else prompts[i].ref_rms,
-                  speed=1.0 if speeds is None else speeds[i])
-            for i in range(n)
-        ]
-        return items
-
-    # ------------------------------------------------------------------ generation
-
-    def _generate_tokens(self, items: Sequence[_Item], config: OmniVoiceGenerationConfig,
-                         rng: np.random.Generator, progress: Optional[Progress],
-                         cancel: Optional[CancelCheck] = None) -> list[np.ndarray]:
-        """MaskGIT over a batch of items: one int32 ``[8, target_len]`` grid per item."""
-        prompts = [
-            build_prompt(self.text_tokenizer, it.text, it.target_len, ref_text=it.ref_text,
-                         ref_codes=it.ref_tokens, lang=it.lang, instruct=it.instruct, denoise=config.denoise)
-            for it in items
-        ]
-        batch = pack_prompts(prompts, guided=config.guidance_scale != 0)
-        session = self.lm.session(batch.segments)
-        steps = 0
-
-        def forward(input_ids: np.ndarray, audio_mask: np.ndarray) -> np.ndarray:
-            nonlocal steps
-            _check_cancel(cancel)
-            logits = session.forward(input_ids, audio_mask)
-            steps += 1
-            if progress is not None:
-                progress("steps", steps, config.num_step)
-            return logits
-
-        try:
-            tokens = maskgit_generate(forward, batch, config, rng)
-        finally:
-            # The session holds the graph's buffers: free them now, not when a Cancelled's
-            # traceback (which keeps this frame) is dropped.
-            session = None
-        if progress is not None and steps < config.num_step:
-            progress("steps", config.num_step, config.num_step)  # steps with nothing to unmask are skipped
-        return tokens
-
-    def _piece_item(self, item: _Item, text: str, prompt: Optional[tuple[np.ndarray, str]],
-                    duration: Optional[float] = None) -> _Item:
-        """``item``'s settings for one piece of its text: cloned from its reference when it has
-        one, else from ``prompt`` (the first piece's tokens and text; None for the first piece)."""
-        ref_tokens, ref_text = (item.ref_tokens, item.ref_text) if item.ref_tokens is not None else prompt or (None, None)
-        if duration is not None:
-            target_len = max(1, int(duration * self.frame_rate))
-        else:
-            target_len = estimate_target_tokens(text, ref_text, None if ref_tokens is None else ref_tokens.shape[1],
-                                                item.speed)
-        return _Item(text=text, target_len=target_len, lang=item.lang, instruct=item.instruct, ref_text=ref_text,
-                     ref_tokens=ref_tokens, ref_rms=item.ref_rms, speed=item.speed)
-
-    def _chunk_batches(self, items: Sequence[_Item], config: OmniVoiceGenerationConfig,
-                       rng: np.random.Generator, progress: Optional[Progress], cancel: Optional[CancelCheck]
-                       ) -> Iterator[list[tuple[int, str, np.ndarray]]]:
-        """Upstream's ``_generate_chunked``, as a generator of ``(item, chunk text, tokens)`` per batch.
-
-        Chunk ``ci`` of every item runs in one batch. With a reference every chunk is cloned from
-        it; without, chunk 0 is generated first and becomes the voice prompt of the later chunks.
-        """
-        texts = [chunk_text_for_generation(it.text, it.target_len, config.audio_chunk_duration, self.frame_rate)
-                 for it in items]
-        with_ref = [it.ref_tokens is not None for it in items]
-        if any(with_ref) and not all(with_ref):
-            raise ValueError("long-form batch mixes texts with and without a reference voice; "
-                             "generate them in separate calls")
-        first: dict[int, np.ndarray] = {}
-        n_chunks = max(len(t) for t in texts)
-        for ci in range(n_chunks):
-            idx = [i for i in range(len(items)) if ci < len(texts[i])]
-            batch = [self._piece_item(items[i], texts[i][ci], (first[i], texts[i][0]) if i in first else None)
-                     for i in idx]
-            tokens = self._generate_tokens(batch, config, rng, progress, cancel)
-            if ci == 0 and not all(with_ref):
-                first = dict(zip(idx, tokens))
-            if progress is not None:
-                progress("chunks", ci + 1, n_chunks)
-            yield [(i, texts[i][ci], t) for i, t in zip(idx, tokens)]
-
-    def _generate_chunked(self, items: Sequence[_Item], config: OmniVoiceGenerationConfig,
-                          rng: np.random.Generator, progress: Optional[Progress],
-                          cancel: Optional[CancelCheck]) -> list[list[np.ndarray]]:
-        out: list[list[np.ndarray]] = [[] for _ in items]
-        for batch in self._chunk_batches(items, config, rng, progress, cancel):
-            for i, _, tokens in batch:
-                out[i].append(tokens)
-        return out
-
-    def _piece_tokens(self, item: _Item, pieces: Iterator[Union[str, TextPiece]], count: Optional[int],
-                      config: OmniVoiceGenerationConfig, rng: np.random.Generator, progress: Optional[Progress],
-                      cancel: Optional[CancelCheck]) -> Iterator[tuple[TextPiece, np.ndarray]]:
-        """One voice over pieces of text that come one by one (the streaming engine).
-
-        The voice is held as :meth:`_chunk_batches` holds it; ``count`` (when known) 1 means the
-        piece is ``item``'s whole text and is generated exactly as ``item``.
-        """
-        prompt: Optional[tuple[np.ndarray, str]] = None
-        for index, piece in enumerate(pieces):
-            if not isinstance(piece, TextPiece):
-                piece = TextPiece(piece.strip())
-            if not piece.text.strip():
-                raise ValueError(f"text piece {index} is empty")
-            it = item if count == 1 else self._piece_item(item, piece.text, prompt, piece.duration)
-            (tokens,) = self._generate_tokens([it], config, rng, progress, cancel)
-            if index == 0 and item.ref_tokens is None:
-                prompt = (tokens, piece.text)
-            if progress is not None and count is not None:
-                progress("pieces", index + 1, count)
-            yield piece, tokens
-
-    # ------------------------------------------------------------------ audio out
-
-    def _decode(self, tokens: np.ndarray, cancel: Optional[CancelCheck]) -> np.ndarray:
-        _check_cancel(cancel)
-        return self.audio_tokenizer.decode(tokens)
-
-    def _decode_and_post_process(self, tokens: list[np.ndarray], ref_rms: Optional[float],
-                                 config: OmniVoiceGenerationConfig, cancel: Optional[CancelCheck] = None
-                                 ) -> np.ndarray:
-        audios = [self._decode(t, cancel) for t in tokens]
-        audio = audios[0] if len(audios) == 1 else cross_fade_chunks(audios, self.sampling_rate)
-        return post_process_audio(audio, self.sampling_rate, ref_rms, config.postprocess_output).astype(
-            np.float32, copy=False)
-
-
-def _check_cancel(cancel: Optional[CancelCheck]) -> None:
-    if cancel is not None and cancel():
-        raise Cancelled("generation cancelled")

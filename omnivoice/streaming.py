@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Iterator, Optional, Union
 
 import numpy as np
 
-from .audio import apply_volume, remove_silence
+from .postprocess import apply_volume, remove_silence
 from .chunking import ABBREVIATIONS, CLOSING_MARKS
 from .duration import FALLBACK_REF_TEXT, FALLBACK_REF_TOKENS, RuleDurationEstimator
 

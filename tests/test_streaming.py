@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import omnivoice.model as model_module
+import omnivoice.pipeline as pipeline_module
 from omnivoice import Cancelled, OmniVoice, TextPiece
-from omnivoice.audio import cross_fade_chunks, post_process_audio
+from omnivoice.postprocess import cross_fade_chunks, post_process_audio
 from omnivoice.streaming import (
     FIRST_PIECE_SECONDS,
     MIN_PIECE_SECONDS,
@@ -158,14 +158,14 @@ FAST = dict(num_step=3, position_temperature=0.0, postprocess_output=False, seed
 
 def _spy_tokens(model: OmniVoice, monkeypatch: pytest.MonkeyPatch) -> list:
     calls = []
-    inner = model._generate_tokens
+    inner = model.pipeline.generate_tokens
 
     def spy(items, *args, **kwargs):
         out = inner(items, *args, **kwargs)
         calls.append((list(items), out))
         return out
 
-    monkeypatch.setattr(model, "_generate_tokens", spy)
+    monkeypatch.setattr(model.pipeline, "generate_tokens", spy)
     return calls
 
 
@@ -181,7 +181,7 @@ def test_stream_is_generate_on_the_same_pieces(model: OmniVoice, voice, monkeypa
     stream_tokens = [out[0] for _, out in calls]
     calls.clear()
     # generate() chunking the text into exactly these pieces.
-    monkeypatch.setattr(model_module, "chunk_text_for_generation", lambda *a: pieces)
+    monkeypatch.setattr(pipeline_module, "chunk_text_for_generation", lambda *a: pieces)
     whole = model.generate(TEXT, audio_chunk_threshold=0.0, **kw)[0]
     for a, (_, b) in zip(stream_tokens, calls, strict=True):
         np.testing.assert_array_equal(a, b[0])
