@@ -230,7 +230,8 @@ def generate(
     batch: PackedBatch,
     config: MaskGITConfig,
     rng: np.random.Generator,
-    mask_id: int = 1024,
+    *,
+    mask_id: int,
 ) -> list[np.ndarray]:
     """Decodes the target frames of every item of ``batch``.
 
@@ -240,7 +241,7 @@ def generate(
         batch: Packed prompts; must be ``guided`` unless ``config.guidance_scale`` is 0.
         config: Decoding options.
         rng: Source of all randomness; greedy decoding (both temperatures 0) uses none.
-        mask_id: Vocabulary index of the mask token.
+        mask_id: Vocabulary index of the mask token (the LM's ``audio_mask_id``).
 
     Returns:
         int32 codes ``[C, target_len]`` of each item.

@@ -16,14 +16,21 @@ import numpy as np
 
 from . import _core
 from .audio_tokenizer import AudioTokenizer
-from .chunking import chunk_text_for_generation
-from .duration import estimate_target_tokens, resolve_target_lengths
+from .chunking import chunk_text_for_generation, contains_chinese
+from .duration import estimate_target_tokens, per_item, resolve_target_lengths
 from .lang_map import resolve_language
 from .maskgit import generate as maskgit_generate, pack_prompts
-from .postprocess import apply_volume, cross_fade_chunks, fade_and_pad_audio, post_process_audio, remove_silence
+from .postprocess import (
+    apply_volume,
+    cross_fade_chunks,
+    cross_fade_pair,
+    fade_and_pad_audio,
+    post_process_audio,
+    remove_silence,
+)
 from .prompt import build_prompt
 from .tokenizer import TextTokenizer
-from .voice_design import contains_chinese, resolve_instruct
+from .voice_design import resolve_instruct
 
 if TYPE_CHECKING:
     from .model import AudioInput, OmniVoiceGenerationConfig, VoiceClonePrompt
@@ -56,16 +63,6 @@ class GenerationItem:
     ref_tokens: Optional[np.ndarray] = None
     ref_rms: Optional[float] = None
     speed: float = 1.0
-
-
-def per_item(x: Any, n: int, what: str) -> list[Any]:
-    """Upstream's ``_ensure_list``: one value for all items, or one per item."""
-    xs = x if isinstance(x, list) else [x]
-    if len(xs) == 1:
-        return xs * n
-    if len(xs) != n:
-        raise ValueError(f"{what}: expected 1 or {n} values (one per text), got {len(xs)}")
-    return xs
 
 
 class Pipeline:
@@ -149,10 +146,11 @@ class Pipeline:
 
     def generate_tokens(self, items: Sequence[GenerationItem], config: OmniVoiceGenerationConfig,
                         rng: np.random.Generator, progress: Optional[Progress]) -> list[np.ndarray]:
-        """MaskGIT over a batch of items: one int32 ``[8, target_len]`` grid per item."""
+        """MaskGIT over a batch of items: one int32 ``[num_audio_codebook, target_len]`` grid per item."""
         prompts = [
             build_prompt(self.text_tokenizer, it.text, it.target_len, ref_text=it.ref_text,
-                         ref_codes=it.ref_tokens, lang=it.lang, instruct=it.instruct, denoise=config.denoise)
+                         ref_codes=it.ref_tokens, lang=it.lang, instruct=it.instruct, denoise=config.denoise,
+                         num_codebooks=self.lm.num_audio_codebook, mask_id=self.lm.audio_mask_id)
             for it in items
         ]
         batch = pack_prompts(prompts, guided=config.guidance_scale != 0)
@@ -167,7 +165,7 @@ class Pipeline:
                 progress("steps", steps, config.num_step)
             return logits
 
-        tokens = maskgit_generate(forward, batch, config, rng)
+        tokens = maskgit_generate(forward, batch, config, rng, mask_id=self.lm.audio_mask_id)
         if progress is not None and steps < config.num_step:
             progress("steps", config.num_step, config.num_step)  # steps with nothing to unmask are skipped
         return tokens
@@ -233,15 +231,7 @@ class Pipeline:
             keep_all = 10**9  # ms of edge silence to keep: trims nothing at an inner edge
             audio = remove_silence(audio, sr, mid_sil=500, lead_sil=100 if first else keep_all,
                                    trail_sil=100 if last else keep_all)
-        audio = apply_volume(audio, ref_rms, peak)
-        if not (first or last) or audio.size == 0:
-            return audio
-        if first and last:
-            return fade_and_pad_audio(audio, sample_rate=sr)
-        # Fading and padding a doubled copy and keeping one half gives exactly one edge's treatment.
-        both = fade_and_pad_audio(np.concatenate([audio, audio]), sample_rate=sr)
-        pad = (both.size - 2 * audio.size) // 2
-        return both[: pad + audio.size] if first else both[pad + audio.size:]
+        return fade_and_pad_audio(apply_volume(audio, ref_rms, peak), sample_rate=sr, start=first, end=last)
 
     def _decode_and_post_process(self, tokens: list[np.ndarray], ref_rms: Optional[float],
                                  config: OmniVoiceGenerationConfig) -> np.ndarray:
@@ -272,11 +262,8 @@ class Pipeline:
             audio = self.audio_tokenizer.decode(tokens)
             if pending is not None:
                 prev_text, prev = pending
-                # cross_fade_chunks, one junction at a time: fade out, silence, fade in.
-                joined = cross_fade_chunks([prev, audio], sr)
-                head = joined[: joined.size - audio.size]
+                head, audio = cross_fade_pair(prev, audio, sr)  # cross_fade_chunks, one junction at a time
                 yield emit(prev_text, head, last=False)
-                audio = joined[joined.size - audio.size:]
             pending = (text, audio)
         if pending is not None:
             yield emit(pending[0], pending[1], last=True)

@@ -15,7 +15,7 @@ import pytest
 
 from omnivoice import OmniVoice, VoiceClonePrompt
 
-FIXTURES = Path(__file__).parent / "data" / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import soundfile as sf
 
 from omnivoice.cli import main
 
-FIXTURES = Path(__file__).parent / "data" / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"
 FAST = ["--steps", "2", "--duration", "0.6", "--threads", "1", "-q"]
 
 

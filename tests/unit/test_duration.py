@@ -16,7 +16,7 @@ import pytest
 from omnivoice import duration
 from omnivoice.duration import RuleDurationEstimator, estimate_target_tokens, resolve_target_lengths
 
-FIXTURES = Path(__file__).parent / "data" / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"
 
 
 @pytest.fixture(scope="module")
