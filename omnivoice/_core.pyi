@@ -13,6 +13,9 @@ import numpy.typing as npt
 class ModelFormatError(ValueError):
     """A GGUF file that cannot be used: truncated, wrong arch, missing or misshaped tensor."""
 
+class ModelFileNotFoundError(FileNotFoundError, ModelFormatError):
+    """A model file that does not exist."""
+
 class Backend:
     """A ggml compute backend (best device, CPU fallback)."""
 

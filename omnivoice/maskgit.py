@@ -69,7 +69,8 @@ class MaskGITConfig:
         self.validate()
 
     def validate(self) -> None:
-        """Raises ValueError for an out-of-range option (checked again by :func:`generate`)."""
+        """Raises ValueError for an out-of-range option: at construction, and again where a
+        request starts (``OmniVoice.generate``), after any change to the fields."""
         if isinstance(self.num_step, bool) or not isinstance(self.num_step, (int, np.integer)) or self.num_step < 1:
             raise ValueError(f"num_step must be a positive integer, got {self.num_step!r}")
         for name in ("guidance_scale", "layer_penalty_factor"):
@@ -250,7 +251,6 @@ def generate(
         ValueError: If the batch does not fit the config or ``forward`` returns logits of
             the wrong shape or non-finite values.
     """
-    config.validate()
     if not isinstance(rng, np.random.Generator):
         raise ValueError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     if config.guidance_scale != 0 and not batch.guided:

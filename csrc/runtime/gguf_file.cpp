@@ -31,7 +31,7 @@ GGUFFile::GGUFFile(const std::string & path, const std::string & expected_arch, 
     : path_(path) {
     struct stat st {};
     if (stat(path.c_str(), &st) != 0) {
-        throw ModelFormatError(path + ": no such file");
+        throw ModelFileNotFound(path + ": no such file");
     }
     if (!S_ISREG(st.st_mode)) {
         throw ModelFormatError(path + ": not a regular file");

@@ -133,6 +133,7 @@ def test_decode_only_file_cannot_encode(tiny_gguf, ref: dict[str, np.ndarray]) -
         _core.Codec(str(path), _core.Backend(1)).encode(ref["audio_24k"], ref["audio_16k"])
 
 
+@pytest.mark.slow
 def test_f16_codec_encodes_close_to_reference(tiny_gguf, ref: dict[str, np.ndarray]) -> None:
     path = tiny_gguf("codec", "F16")
     codes = AudioTokenizer.from_file(path, n_threads=2).encode(ref["audio_24k"], 24000)
@@ -171,6 +172,7 @@ def test_bad_encoder_file(
         AudioTokenizer.from_file(path, n_threads=1)
 
 
+@pytest.mark.slow
 def test_cli_round_trip(tiny_codec_gguf: Path, tmp_path: Path, ref: dict[str, np.ndarray]) -> None:
     wav = tmp_path / "clip.wav"
     # A 48 kHz float file of the fixture signal plus half a frame the CLI drops.

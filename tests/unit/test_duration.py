@@ -25,6 +25,7 @@ def ref() -> dict:
         return json.load(f)
 
 
+@pytest.mark.slow
 def test_weight_of_every_code_point() -> None:
     data = np.load(FIXTURES / "python_char_weights.npz")
     starts, weights = data["starts"], data["weights"]

@@ -77,6 +77,15 @@ def test_model_format_error_is_value_error():
     assert issubclass(omnivoice.ModelFormatError, ValueError)
 
 
+def test_missing_model_file_is_file_not_found(backend, tmp_path):
+    # FileNotFoundError, as for every missing file, and still a ModelFormatError.
+    for load in (lambda p: _core.LM(p, backend), lambda p: _core.Codec(p, backend)):
+        with pytest.raises(FileNotFoundError, match="absent.gguf: no such file") as err:
+            load(str(tmp_path / "absent.gguf"))
+        assert isinstance(err.value, omnivoice.ModelFormatError)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("drop", ["llm.layers.1.self_attn.k_norm.weight", "audio_heads.weight"])
 def test_missing_tensor(files, backend, tmp_path, drop, rewrite_gguf):
     lm = files[0]

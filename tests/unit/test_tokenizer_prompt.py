@@ -110,24 +110,25 @@ def test_special_token_lookup(tokenizer: TextTokenizer) -> None:
         tokenizer.token_to_id("<|no_such_token|>")
 
 
-def _codes(case: dict) -> np.ndarray | None:
-    return None if case["ref_codes"] is None else np.array(case["ref_codes"], dtype=np.int64)
+def _prompt(tokenizer: TextTokenizer, case: dict, denoise: bool) -> Prompt:
+    """The prompt of a fixture case (text, target_len, ref_text, ref_codes, lang, instruct)."""
+    return build_prompt(
+        tokenizer,
+        case["text"],
+        case["target_len"],
+        ref_text=case["ref_text"],
+        ref_codes=None if case["ref_codes"] is None else np.array(case["ref_codes"], dtype=np.int64),
+        lang=case["lang"],
+        instruct=case["instruct"],
+        denoise=denoise,
+        num_codebooks=NUM_CODEBOOKS,
+        mask_id=MASK_ID,
+    )
 
 
 def test_prompts(tokenizer: TextTokenizer, ref: dict) -> None:
     for case in ref["prompts"]:
-        p = build_prompt(
-            tokenizer,
-            case["text"],
-            case["target_len"],
-            ref_text=case["ref_text"],
-            ref_codes=_codes(case),
-            lang=case["lang"],
-            instruct=case["instruct"],
-            denoise=case["denoise"],
-            num_codebooks=NUM_CODEBOOKS,
-            mask_id=MASK_ID,
-        )
+        p = _prompt(tokenizer, case, case["denoise"])
         np.testing.assert_array_equal(p.input_ids, np.array(case["input_ids"]), err_msg=case["text"])
         np.testing.assert_array_equal(p.audio_mask, np.array(case["audio_mask"]), err_msg=case["text"])
         assert p.input_ids.dtype == np.int32 and p.target_start == p.length - case["target_len"]
@@ -138,18 +139,7 @@ def test_prompts_of_decoding_runs(tokenizer: TextTokenizer) -> None:
         runs = json.load(f)["runs"]
     for run in runs:
         for item in run["items"]:
-            p = build_prompt(
-                tokenizer,
-                item["text"],
-                item["target_len"],
-                ref_text=item["ref_text"],
-                ref_codes=_codes(item),
-                lang=item["lang"],
-                instruct=item["instruct"],
-                denoise=run["denoise"],
-                num_codebooks=NUM_CODEBOOKS,
-                mask_id=MASK_ID,
-            )
+            p = _prompt(tokenizer, item, run["denoise"])
             np.testing.assert_array_equal(p.input_ids, np.array(item["prompt_ids"]), err_msg=item["text"])
             np.testing.assert_array_equal(p.audio_mask, np.array(item["prompt_audio_mask"]))
 
