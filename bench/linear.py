@@ -38,8 +38,8 @@ def main() -> None:
     parser.add_argument("--simd", default=None, help="cap our kernels' build: base, avx2 or avx512")
     args = parser.parse_args()
     if args.simd:
-        _core.set_simd_cap(args.simd)
-    print(f"our build: {_core.simd()}, {args.threads} threads, {args.rounds} alternated rounds (1 compute each)")
+        _core.testing.set_simd_cap(args.simd)
+    print(f"our build: {_core.testing.simd()}, {args.threads} threads, {args.rounds} alternated rounds (1 compute each)")
     rng = np.random.default_rng(0)
     for name in args.shapes.split(","):
         n_in, n_out, n_tok = SHAPES[name]
@@ -50,7 +50,7 @@ def main() -> None:
             rates: dict[bool, list[float]] = {False: [], True: []}
             for _ in range(args.rounds):
                 for mul_mat in (False, True):
-                    (sec,) = _core.linear_seconds(x, [w], [wtype], args.threads, mul_mat, 1)
+                    (sec,) = _core.testing.linear_seconds(x, [w], [wtype], args.threads, mul_mat, 1)
                     rates[mul_mat].append(flops / sec / 1e9)
             ratios = [a / b for a, b in zip(rates[False], rates[True])]
             cells = [f"{statistics.median(r):6.1f} ({min(r):.0f}-{max(r):.0f})" for r in (rates[False], rates[True])]
