@@ -299,6 +299,14 @@ bool ov_linear_supports(ggml_type type) {
     return type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16 || type == GGML_TYPE_Q8_0;
 }
 
+bool ov_linear_preferred(ggml_type type) {
+    if (!ov_linear_supports(type)) return false;
+#if OV_X86
+    if (type == GGML_TYPE_BF16 && ov_isa() == OvIsa::avx512 && __builtin_cpu_supports("avx512bf16")) return false;
+#endif
+    return true;
+}
+
 ggml_tensor * ov_linear(ggml_context * ctx, ggml_tensor * x, const std::vector<ggml_tensor *> & weights) {
     GGML_ASSERT(x->type == GGML_TYPE_F32 && x->nb[0] == sizeof(float) && ggml_n_dims(x) <= 2);
     GGML_ASSERT(!weights.empty() && weights.size() < GGML_MAX_SRC);

@@ -224,7 +224,7 @@ void Linear::load(GGUFFile & file, const std::string & prefix, int64_t in_featur
 void Linear::load(GGUFFile & file, const std::string & prefix, int64_t in_features, int64_t out_features,
                   bool has_bias, const std::vector<ggml_type> & types, bool allow_packed) {
     weight = file.tensor(join_name(prefix, "weight"), {in_features, out_features}, types);
-    packed = allow_packed && ov_linear_supports(weight->type);
+    packed = allow_packed && ov_linear_preferred(weight->type);
     bias = has_bias ? file.tensor(join_name(prefix, "bias"), {out_features}, {GGML_TYPE_F32}) : nullptr;
 }
 
