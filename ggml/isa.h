@@ -1,7 +1,8 @@
 #pragma once
 // Which instruction-set build of our hand-dispatched kernels (direct conv, packed linear) runs.
 // The widest one the CPU has, capped by OMNIVOICE_SIMD=base|avx2|avx512 at load or by
-// ov_set_isa_cap (tests force each path this way on one machine).
+// ov_set_isa_cap (tests force each path this way on one machine). Any other value of the variable
+// leaves the build uncapped.
 
 enum class OvIsa { base = 0, avx2 = 1, avx512 = 2 };
 
