@@ -24,9 +24,9 @@ from typing import Callable, Iterable, Iterator, Optional, Union
 
 import numpy as np
 
-from .postprocess import apply_volume, remove_silence
 from .chunking import ABBREVIATIONS, CLOSING_MARKS
 from .duration import FALLBACK_REF_TEXT, FALLBACK_REF_TOKENS, RuleDurationEstimator
+from .postprocess import apply_volume, remove_silence
 
 __all__ = [
     "AudioChunk",
@@ -37,6 +37,8 @@ __all__ = [
     "TextPiece",
     "as_cancel_check",
     "iter_pieces",
+    "ramp",
+    "speech_seconds",
     "split_long",
 ]
 
@@ -309,8 +311,8 @@ def iter_pieces(fragments: Union[str, Iterable[str]], measure: Callable[[str], f
 class PieceFinisher:
     """Upstream's post-processing (cross-fade, silence removal, volume, fade and pad) per piece.
 
-    :func:`OmniVoice.generate` joins chunks with :func:`~omnivoice.audio.cross_fade_chunks` and
-    finishes the whole with :func:`~omnivoice.audio.post_process_audio`. Here each decoded piece
+    :func:`OmniVoice.generate` joins chunks with :func:`~omnivoice.postprocess.cross_fade_chunks` and
+    finishes the whole with :func:`~omnivoice.postprocess.post_process_audio`. Here each decoded piece
     is finished as it comes, in the same order of operations, so that it can be played at once:
     only its last ``fade`` samples (and, with silence removal, its trailing silence) are held back
     until the next piece (then they get the cross-fade) or the end (then the fade-out and pad).
@@ -349,7 +351,7 @@ class PieceFinisher:
         else:
             end = audio.size
         audio = audio.astype(np.float32, copy=True)
-        if self._peak is None:
+        if not self._peak:  # the first piece with any sound sets it
             self._peak = float(np.abs(audio).max(initial=0.0))
         head: list[np.ndarray] = []
         if self._held is not None:
