@@ -26,7 +26,7 @@ import numpy as np
 
 from .chunking import ABBREVIATIONS, CLOSING_MARKS
 from .duration import FALLBACK_REF_TEXT, FALLBACK_REF_TOKENS, RuleDurationEstimator
-from .postprocess import apply_volume, remove_silence
+from .postprocess import apply_volume, cross_fade_pair, fade_and_pad_audio, remove_silence
 
 __all__ = [
     "AudioChunk",
@@ -37,7 +37,6 @@ __all__ = [
     "TextPiece",
     "as_cancel_check",
     "iter_pieces",
-    "ramp",
     "speech_seconds",
     "split_long",
 ]
@@ -331,13 +330,11 @@ class PieceFinisher:
         self.sample_rate = sample_rate
         self.ref_rms = ref_rms
         self.postprocess = postprocess
-        self.fade = int(0.1 * sample_rate)  # edge fade and pad of post_process_audio
-        self.third = int(0.3 * sample_rate) // 3  # cross_fade_chunks: fade-out, gap, fade-in
+        self.fade = int(0.1 * sample_rate)  # fade-out of cross_fade_pair and of post_process_audio
         self._held: Optional[np.ndarray] = None  # raw tail of the previous piece
         self._held_end = 0  # of the held tail, what survives if it is the signal's end
         self._peak: Optional[float] = None
         self._index = 0
-        self._signal = 0  # samples of the signal so far, pads excluded
 
     def push(self, text: str, audio: np.ndarray, last: Optional[bool]) -> AudioChunk:
         """Finishes a decoded piece; ``last``: whether it ends the signal (None: not known yet)."""
@@ -350,59 +347,35 @@ class PieceFinisher:
                                                           lead_sil=self._KEEP_ALL_MS, trail_sil=100).size
         else:
             end = audio.size
-        audio = audio.astype(np.float32, copy=True)
+        audio = audio.astype(np.float32, copy=False)
         if not self._peak:  # the first piece with any sound sets it
             self._peak = float(np.abs(audio).max(initial=0.0))
         head: list[np.ndarray] = []
         if self._held is not None:
-            held = self._held.copy()
-            ramp(held, min(self.third, held.size), down=True)
-            head = [self._volume(held), np.zeros(self.third, np.float32)]
-            ramp(audio, min(self.third, audio.size), down=False)
-            self._signal += self.third
-        self._signal += audio.size
+            held, audio = cross_fade_pair(self._held, audio, self.sample_rate)
+            head = [self._volume(held)]
         if last:
             body, self._held = audio, None
         else:
             cut = max(0, end - self.fade)
             body, self._held, self._held_end = audio[:cut], audio[cut:], end - cut
-        body = self._volume(body)
-        if first:
-            # generate's fade-in covers min(0.1 s, half the signal); the signal is at least this piece.
-            ramp(body, min(self.fade, audio.size // 2, body.size), down=False)
-            head.insert(0, np.zeros(self.fade, np.float32))
-        out = np.concatenate(head + [body])
-        if last:
-            out = self._finish(out)
+        out = np.concatenate(head + [self._volume(body)])
+        if first or last:
+            out = fade_and_pad_audio(out, sample_rate=self.sample_rate, start=first, end=bool(last))
         return self._chunk(out, text)
 
     def close(self) -> Optional[AudioChunk]:
         """Ends the signal; returns the held tail (fade-out and pad) as a chunk with empty text."""
         if self._held is None:
             return None
-        tail = self._volume(self._held[: self._held_end].copy())
-        self._signal -= self._held.size - self._held_end
+        tail = self._volume(self._held[: self._held_end])
         self._held = None
-        return self._chunk(self._finish(tail), "")
+        return self._chunk(fade_and_pad_audio(tail, sample_rate=self.sample_rate, start=False), "")
 
     def _volume(self, audio: np.ndarray) -> np.ndarray:
         return apply_volume(audio, self.ref_rms, self._peak).astype(np.float32, copy=False)
-
-    def _finish(self, out: np.ndarray) -> np.ndarray:
-        ramp(out, min(self.fade, self._signal // 2, out.size), down=True)
-        return np.concatenate([out, np.zeros(self.fade, np.float32)])
 
     def _chunk(self, audio: np.ndarray, text: str) -> AudioChunk:
         chunk = AudioChunk(audio=audio, text=text, index=self._index)
         self._index += 1
         return chunk
-
-
-def ramp(audio: np.ndarray, n: int, down: bool) -> None:
-    """Multiplies the last (``down``) or first ``n`` samples by a linear fade, in place."""
-    if n <= 0:
-        return
-    if down:
-        audio[-n:] *= np.linspace(1, 0, n, dtype=np.float32)
-    else:
-        audio[:n] *= np.linspace(0, 1, n, dtype=np.float32)
