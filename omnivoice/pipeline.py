@@ -228,9 +228,8 @@ class Pipeline:
         where they are the signal's real start or end; ``peak`` stands in for the global peak."""
         sr = self.sampling_rate
         if postprocess:
-            keep_all = 10**9  # ms of edge silence to keep: trims nothing at an inner edge
-            audio = remove_silence(audio, sr, mid_sil=500, lead_sil=100 if first else keep_all,
-                                   trail_sil=100 if last else keep_all)
+            audio = remove_silence(audio, sr, mid_sil=500, lead_sil=100 if first else None,
+                                   trail_sil=100 if last else None)
         return fade_and_pad_audio(apply_volume(audio, ref_rms, peak), sample_rate=sr, start=first, end=last)
 
     def _decode_and_post_process(self, tokens: list[np.ndarray], ref_rms: Optional[float],

@@ -40,20 +40,22 @@ PEAK_LEVEL = 0.5
 SILENCE_DBFS = -50
 
 
-def _trim_edges(pcm: Pcm16, lead_ms: int, trail_ms: int, silence_thresh: float) -> Pcm16:
-    """Cut leading and trailing silence, keeping ``lead_ms`` / ``trail_ms`` of it."""
-    pcm = pcm.slice(max(0, detect_leading_silence(pcm, silence_thresh) - lead_ms))
-    backwards = pcm.reverse()
-    backwards = backwards.slice(max(0, detect_leading_silence(backwards, silence_thresh) - trail_ms))
-    return backwards.reverse()
+def _trim_edges(pcm: Pcm16, lead_ms: Optional[int], trail_ms: Optional[int], silence_thresh: float) -> Pcm16:
+    """Cut leading and trailing silence, keeping ``lead_ms`` / ``trail_ms`` of it (``None``: all)."""
+    if lead_ms is not None:
+        pcm = pcm.slice(max(0, detect_leading_silence(pcm, silence_thresh) - lead_ms))
+    if trail_ms is not None:
+        backwards = pcm.reverse()
+        pcm = backwards.slice(max(0, detect_leading_silence(backwards, silence_thresh) - trail_ms)).reverse()
+    return pcm
 
 
 def remove_silence(
     audio: np.ndarray,
     sample_rate: int,
     mid_sil: int = 300,
-    lead_sil: int = 100,
-    trail_sil: int = 300,
+    lead_sil: Optional[int] = 100,
+    trail_sil: Optional[int] = 300,
 ) -> np.ndarray:
     """Shorten inner silences and trim edge silences (below -50 dBFS).
 
@@ -66,8 +68,9 @@ def remove_silence(
         audio: Float waveform, (T,) or (C, T).
         sample_rate: Sample rate in Hz.
         mid_sil: Inner silence threshold and kept margin in ms; 0 leaves inner silences alone.
-        lead_sil: Leading silence to keep, in ms.
-        trail_sil: Trailing silence to keep, in ms.
+        lead_sil: Leading silence to keep, in ms; ``None`` leaves the start alone (a streamed
+            piece that is not the first).
+        trail_sil: Trailing silence to keep, in ms; ``None`` leaves the end alone.
 
     Returns:
         float32 waveform, (T',) or (C, T').
