@@ -164,6 +164,7 @@ def _spy_tokens(model: OmniVoice, monkeypatch: pytest.MonkeyPatch) -> list:
     return calls
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("clone", [True, False])
 def test_stream_is_generate_on_the_same_pieces(model: OmniVoice, voice, monkeypatch: pytest.MonkeyPatch,
                                                clone: bool) -> None:
@@ -194,6 +195,7 @@ def test_single_piece_stream_is_generate(model: OmniVoice) -> None:
     np.testing.assert_array_equal(chunk.audio, model.generate("  Just one sentence.  ", **kw)[0])
 
 
+@pytest.mark.slow
 def test_fragments_are_spoken_as_they_come(model: OmniVoice, voice) -> None:
     words = TEXT.split(" ")
     fed = []
