@@ -193,8 +193,8 @@ class Pipeline:
     def generate_tokens(self, items: Sequence[GenerationItem], config: OmniVoiceGenerationConfig,
                         rng: np.random.Generator, progress: Optional[Progress],
                         cancel: Optional[CancelCheck] = None) -> list[np.ndarray]:
-        """MaskGIT over a batch of items: one int32 ``[num_audio_codebook, target_len]`` grid per item; ``cancel`` is
-        checked before every step."""
+        """MaskGIT over a batch of items: one int32 ``[num_audio_codebook, target_len]`` grid per item;
+        ``cancel`` is checked before every step."""
         prompts = [
             build_prompt(self.text_tokenizer, it.text, it.target_len, ref_text=it.ref_text,
                          ref_codes=it.ref_tokens, lang=it.lang, instruct=it.instruct, denoise=config.denoise,
