@@ -24,9 +24,9 @@ from typing import Callable, Iterable, Iterator, Optional, Union
 
 import numpy as np
 
+from .postprocess import apply_volume, fade_edges, remove_silence
 from .chunking import ABBREVIATIONS, CLOSING_MARKS
 from .duration import FALLBACK_REF_TEXT, FALLBACK_REF_TOKENS, RuleDurationEstimator
-from .postprocess import apply_volume, cross_fade_pair, fade_and_pad_audio, remove_silence
 
 __all__ = [
     "AudioChunk",
@@ -37,7 +37,6 @@ __all__ = [
     "TextPiece",
     "as_cancel_check",
     "iter_pieces",
-    "speech_seconds",
     "split_long",
 ]
 
@@ -324,27 +323,27 @@ class PieceFinisher:
             piece, not across a junction).
     """
 
-    _KEEP_ALL_MS = 10**9  # edge silence kept at an inner junction: none is trimmed
-
     def __init__(self, sample_rate: int, ref_rms: Optional[float], postprocess: bool) -> None:
         self.sample_rate = sample_rate
         self.ref_rms = ref_rms
         self.postprocess = postprocess
-        self.fade = int(0.1 * sample_rate)  # fade-out of cross_fade_pair and of post_process_audio
+        self.fade = int(0.1 * sample_rate)  # edge fade and pad of post_process_audio
+        self.third = int(0.3 * sample_rate) // 3  # cross_fade_chunks: fade-out, gap, fade-in
         self._held: Optional[np.ndarray] = None  # raw tail of the previous piece
         self._held_end = 0  # of the held tail, what survives if it is the signal's end
         self._peak: Optional[float] = None
         self._index = 0
+        self._signal = 0  # samples of the signal so far, pads excluded
 
     def push(self, text: str, audio: np.ndarray, last: Optional[bool]) -> AudioChunk:
         """Finishes a decoded piece; ``last``: whether it ends the signal (None: not known yet)."""
         first = self._index == 0
         if self.postprocess:
-            lead = 100 if first else self._KEEP_ALL_MS
-            audio = remove_silence(audio, self.sample_rate, mid_sil=500, lead_sil=lead,
-                                   trail_sil=100 if last else self._KEEP_ALL_MS)
+            # An edge that is not the signal's keeps its silence (None).
+            audio = remove_silence(audio, self.sample_rate, mid_sil=500, lead_sil=100 if first else None,
+                                   trail_sil=100 if last else None)
             end = audio.size if last else remove_silence(audio, self.sample_rate, mid_sil=0,
-                                                          lead_sil=self._KEEP_ALL_MS, trail_sil=100).size
+                                                          lead_sil=None, trail_sil=100).size
         else:
             end = audio.size
         audio = audio.astype(np.float32, copy=False)
@@ -352,28 +351,41 @@ class PieceFinisher:
             self._peak = float(np.abs(audio).max(initial=0.0))
         head: list[np.ndarray] = []
         if self._held is not None:
-            held, audio = cross_fade_pair(self._held, audio, self.sample_rate)
-            head = [self._volume(held)]
+            held = fade_edges(self._held, fade_out=min(self.third, self._held.size))
+            head = [self._volume(held), np.zeros(self.third, np.float32)]
+            audio = fade_edges(audio, fade_in=min(self.third, audio.size))
+            self._signal += self.third
+        self._signal += audio.size
         if last:
             body, self._held = audio, None
         else:
             cut = max(0, end - self.fade)
             body, self._held, self._held_end = audio[:cut], audio[cut:], end - cut
-        out = np.concatenate(head + [self._volume(body)])
-        if first or last:
-            out = fade_and_pad_audio(out, sample_rate=self.sample_rate, start=first, end=bool(last))
+        body = self._volume(body)
+        if first:
+            # generate's fade-in covers min(0.1 s, half the signal); the signal is at least this piece.
+            body = fade_edges(body, fade_in=min(self.fade, audio.size // 2, body.size))
+            head.insert(0, np.zeros(self.fade, np.float32))
+        out = np.concatenate(head + [body])
+        if last:
+            out = self._finish(out)
         return self._chunk(out, text)
 
     def close(self) -> Optional[AudioChunk]:
         """Ends the signal; returns the held tail (fade-out and pad) as a chunk with empty text."""
         if self._held is None:
             return None
-        tail = self._volume(self._held[: self._held_end])
+        tail = self._volume(self._held[: self._held_end].copy())
+        self._signal -= self._held.size - self._held_end
         self._held = None
-        return self._chunk(fade_and_pad_audio(tail, sample_rate=self.sample_rate, start=False), "")
+        return self._chunk(self._finish(tail), "")
 
     def _volume(self, audio: np.ndarray) -> np.ndarray:
         return apply_volume(audio, self.ref_rms, self._peak).astype(np.float32, copy=False)
+
+    def _finish(self, out: np.ndarray) -> np.ndarray:
+        out = fade_edges(out, fade_out=min(self.fade, self._signal // 2, out.size))
+        return np.concatenate([out, np.zeros(self.fade, np.float32)])
 
     def _chunk(self, audio: np.ndarray, text: str) -> AudioChunk:
         chunk = AudioChunk(audio=audio, text=text, index=self._index)

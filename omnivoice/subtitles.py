@@ -14,7 +14,7 @@ from typing import Union
 
 import numpy as np
 
-from .postprocess import fade_and_pad_audio
+from .postprocess import fade_edges
 
 __all__ = ["Cue", "parse_srt", "read_srt", "Timeline"]
 
@@ -124,6 +124,7 @@ class Timeline:
         """Puts cue ``i``'s clip at its start, clipped at the next cue's start, faded at both edges."""
         start = self._at(self.cues[i].start)
         limit = self._at(self.cues[i + 1].start) if i + 1 < len(self.cues) else self.audio.size
-        clip = clip[: max(0, min(limit, self.audio.size) - start)]
-        clip = fade_and_pad_audio(clip, pad_duration=0, fade_duration=EDGE_FADE, sample_rate=self.sample_rate)
+        clip = np.array(clip[: max(0, min(limit, self.audio.size) - start)], np.float32)
+        fade = min(int(EDGE_FADE * self.sample_rate), clip.size // 2)
+        clip = fade_edges(clip, fade, fade)
         self.audio[start : start + clip.size] = clip

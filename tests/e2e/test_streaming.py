@@ -18,11 +18,6 @@ MEASURE = speech_seconds(25.0)
 
 
 @pytest.fixture(scope="module")
-def model(tiny_model_dir: Path) -> OmniVoice:
-    return OmniVoice.from_pretrained(tiny_model_dir, n_threads=1)
-
-
-@pytest.fixture(scope="module")
 def voice(model: OmniVoice):
     enc = np.load(FIXTURES / "codec_encode.npz")
     return model.create_voice_clone_prompt((enc["audio_24k"], 24000), "Nice to meet you.")
@@ -46,6 +41,7 @@ def _spy_tokens(model: OmniVoice, monkeypatch: pytest.MonkeyPatch) -> list:
     return calls
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("clone", [True, False])
 def test_stream_is_generate_on_the_same_pieces(model: OmniVoice, voice, monkeypatch: pytest.MonkeyPatch,
                                                clone: bool) -> None:
@@ -76,6 +72,7 @@ def test_single_piece_stream_is_generate(model: OmniVoice) -> None:
     np.testing.assert_array_equal(chunk.audio, model.generate("  Just one sentence.  ", **kw)[0])
 
 
+@pytest.mark.slow
 def test_fragments_are_spoken_as_they_come(model: OmniVoice, voice) -> None:
     words = TEXT.split(" ")
     fed = []
