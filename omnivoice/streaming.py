@@ -346,8 +346,8 @@ class PieceFinisher:
                                                           lead_sil=None, trail_sil=100).size
         else:
             end = audio.size
-        audio = audio.astype(np.float32, copy=True)
-        if self._peak is None:
+        audio = audio.astype(np.float32, copy=False)
+        if not self._peak:  # the first piece with any sound sets it
             self._peak = float(np.abs(audio).max(initial=0.0))
         head: list[np.ndarray] = []
         if self._held is not None:
