@@ -137,10 +137,10 @@ def create_app(model: Union[OmniVoice, str, os.PathLike], settings: Optional[Ser
         load: Callable[[], OmniVoice] = lambda: model  # noqa: E731
     else:
         load = lambda: OmniVoice.from_pretrained(model, n_threads=settings.threads)  # noqa: E731
-    engine = Engine(load, settings.max_queue, settings.max_batch, settings.batch_window,
-                    warm_up if settings.warmup else None)
-    store = VoiceStore(settings.voices_dir)
     metrics = Metrics(lambda: engine.queue_depth)
+    engine = Engine(load, settings.max_queue, settings.max_batch, settings.batch_window,
+                    warm_up if settings.warmup else None, metrics.batch_size.observe)
+    store = VoiceStore(settings.voices_dir)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

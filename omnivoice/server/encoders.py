@@ -84,7 +84,12 @@ class StreamEncoder:
         elif self._container is None:
             self._sink.write(pcm16(audio))
         else:
-            frame = av.AudioFrame.from_ndarray(audio[np.newaxis], format="flt", layout="mono")
+            if self._stream.codec_context.format.name == "s16":
+                # Our own float -> int16 levels, so FLAC holds exactly the samples pcm and wav send.
+                samples, sample_format = np.frombuffer(pcm16(audio), "<i2"), "s16"
+            else:
+                samples, sample_format = audio, "flt"
+            frame = av.AudioFrame.from_ndarray(samples[np.newaxis], format=sample_format, layout="mono")
             frame.sample_rate, frame.pts = self._rate, self._pts
             self._pts += audio.size
             for packet in self._stream.encode(frame):

@@ -30,5 +30,8 @@ class Metrics:
                                      buckets=(0.1, 0.25, 0.5, 1, 2, 3, 5, 8, 13, 20, 30, 60, 120),
                                      registry=self.registry)
 
+        self.batch_size = Histogram("omnivoice_batch_size", "Requests generated together, per generation",
+                                    buckets=(1, 2, 3, 4, 6, 8, 12, 16), registry=self.registry)
+
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -89,11 +89,13 @@ class Engine:
         max_batch: Most jobs in one batch.
         batch_window: Seconds to wait for more jobs to batch with the first.
         warmup: Called with the model once loaded, before :attr:`ready` is set.
+        on_batch: Called with the number of jobs of every generation started.
     """
 
     def __init__(self, load: Callable[[], OmniVoice], max_queue: int, max_batch: int, batch_window: float,
-                 warmup: Optional[Callable[[OmniVoice], None]] = None) -> None:
-        self._load, self._warmup = load, warmup
+                 warmup: Optional[Callable[[OmniVoice], None]] = None,
+                 on_batch: Optional[Callable[[int], None]] = None) -> None:
+        self._load, self._warmup, self._on_batch = load, warmup, on_batch
         self.max_queue, self.max_batch, self.batch_window = max_queue, max_batch, batch_window
         self.model: Optional[OmniVoice] = None
         self.ready = threading.Event()
@@ -214,6 +216,8 @@ class Engine:
             jobs.append(job)
         if not jobs:
             return
+        if self._on_batch is not None:
+            self._on_batch(len(jobs))
 
         def check_cancel(*_: Any) -> None:
             if all(j.cancel.is_set() for j in jobs):
