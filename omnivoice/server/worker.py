@@ -19,16 +19,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import queue
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from ..model import OmniVoice
 
 logger = logging.getLogger(__name__)
 
+# How often a waiting TextFeed checks for cancellation (seconds).
+_FEED_POLL = 0.1
 # Keyword arguments of generate that a batch takes as one list per item.
 _PER_ITEM = ("language", "instruct", "voice_clone_prompt", "speed", "duration")
 
@@ -39,6 +42,39 @@ class QueueFull(Exception):
 
 class _Cancelled(Exception):
     """Raised inside a generation whose every job was cancelled."""
+
+
+class TextFeed:
+    """Text fragments handed from the event loop to the engine thread as they arrive (Wyoming's
+    streaming synthesis). Iterating blocks the engine thread until the next fragment, the end, the
+    job's cancellation, or ``timeout`` seconds without a fragment (TimeoutError)."""
+
+    def __init__(self, cancel: threading.Event, timeout: float) -> None:
+        self._queue: queue.Queue[Optional[str]] = queue.Queue()
+        self._cancel, self._timeout = cancel, timeout
+
+    def put(self, text: str) -> None:
+        self._queue.put(text)
+
+    def close(self) -> None:
+        self._queue.put(None)
+
+    def __iter__(self) -> Iterator[str]:
+        while True:
+            waited = 0.0
+            while True:
+                if self._cancel.is_set():
+                    raise _Cancelled
+                try:
+                    item = self._queue.get(timeout=_FEED_POLL)
+                    break
+                except queue.Empty:
+                    waited += _FEED_POLL
+                    if waited >= self._timeout:
+                        raise TimeoutError(f"no text for {self._timeout:g} s") from None
+            if item is None:
+                return
+            yield item
 
 
 @dataclass(eq=False)
