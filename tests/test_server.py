@@ -386,13 +386,21 @@ def test_wyoming_describe_synthesize_and_streaming(server: Server) -> None:
             assert types[0] == "audio-start" and samples > RATE // 2
 
             await client.write_event(SynthesizeStart(voice=SynthesizeVoice(name="auto")).event())
-            for piece in ("The first sentence ", "arrives in pieces. ", "And a second one."):
+            for piece in ("The first sentence is long enough ", "to be spoken on its own right away. ", "And the"):
                 await client.write_event(SynthesizeChunk(text=piece).event())
+            # Speech starts before the text is complete: the first sentence is spoken on its own.
+            event = await client.read_event()
+            assert event.type == "audio-start"
+            event = await client.read_event()
+            assert event.type == "audio-chunk"
+            first = len(AudioChunk.from_event(event).audio) // 2
+            await client.write_event(SynthesizeChunk(text=" second one ends here.").event())
             # Home Assistant repeats the whole text for servers without streaming: ignored here.
-            await client.write_event(Synthesize(text="The first sentence arrives in pieces. And a second one.").event())
+            await client.write_event(Synthesize(text="The first sentence ... the second one ends here.").event())
             await client.write_event(SynthesizeStop().event())
             samples, types = await audio_until(client, "synthesize-stopped")
-            assert types.count("audio-start") == 1 and samples > RATE
+            assert "audio-start" not in types and types[-2:] == ["audio-stop", "synthesize-stopped"]
+            assert first + samples > 2 * RATE
 
     asyncio.run(asyncio.wait_for(talk(), 300))
 

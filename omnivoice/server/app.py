@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..lang_map import resolve_language
 from ..model import OmniVoice, VoiceClonePrompt
+from ..streaming import Cancelled
 from ..voice_design import contains_chinese, resolve_instruct
 from .encoders import FORMATS, StreamEncoder, decode_audio
 from .errors import APIError, error_response, install_error_handlers
@@ -390,6 +391,8 @@ def _sse_delta(data: bytes) -> bytes:
 
 def _generation_error(exc: BaseException) -> APIError:
     """An error from the engine before any audio: bad input is 400, anything else 500."""
+    if isinstance(exc, Cancelled):  # only after the client left or timed out: nobody reads this
+        return APIError(504, "the request was cancelled", None, "cancelled")
     if isinstance(exc, (ValueError, TypeError, FileNotFoundError)):
         return APIError(400, str(exc), None, "invalid_value")
     logger.error("generation failed: %r", exc)

@@ -4,13 +4,15 @@ Requests become :class:`Job` objects in a bounded queue. When the engine is free
 oldest job and, if that job can be batched, every other waiting job with the same batch key
 (same ``num_step`` and ``guidance_scale``, no seed, all cloning or none), waiting up to
 ``batch_window`` for more, up to ``max_batch`` in all. One job is streamed with
-``generate_stream`` (audio per piece, as each piece is decoded); a batch runs as one
+``generate_stream`` (sentence pieces, each sent once decoded; a text feed is consumed as its
+fragments arrive); a batch runs as one
 ``generate`` call, one MaskGIT batch, and each job gets its whole audio as one piece (batched
 requests trade early first audio for throughput). Seeded requests run alone, because the
 random stream of a batch depends on its other members.
 
-Cancellation (client gone, timeout) is an event per job, checked before every MaskGIT step; a
-batch stops when all its jobs are cancelled. Results go back to the event loop through an
+Cancellation (client gone, timeout) is an event per job; the library checks it before every
+MaskGIT step (``cancel=``) and raises ``omnivoice.Cancelled``; a batch stops when all its jobs
+are cancelled. Results go back to the event loop through an
 ``asyncio.Queue`` per job: ``("audio", float32 array)`` ..., then ``("done", None)``, or
 ``("error", exception)``.
 """
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from ..model import OmniVoice
+from ..streaming import Cancelled
 
 logger = logging.getLogger(__name__)
 
@@ -38,10 +41,6 @@ _PER_ITEM = ("language", "instruct", "voice_clone_prompt", "speed", "duration")
 
 class QueueFull(Exception):
     """The queue holds ``max_queue`` waiting requests."""
-
-
-class _Cancelled(Exception):
-    """Raised inside a generation whose every job was cancelled."""
 
 
 class TextFeed:
@@ -64,7 +63,7 @@ class TextFeed:
             waited = 0.0
             while True:
                 if self._cancel.is_set():
-                    raise _Cancelled
+                    raise Cancelled
                 try:
                     item = self._queue.get(timeout=_FEED_POLL)
                     break
@@ -240,7 +239,7 @@ class Engine:
         jobs = []
         for job in group:
             if job.cancel.is_set():
-                job.send("error", _Cancelled())
+                job.send("error", Cancelled("cancelled before it started"))
                 continue
             job.started = time.monotonic()
             try:
@@ -255,25 +254,23 @@ class Engine:
         if self._on_batch is not None:
             self._on_batch(len(jobs))
 
-        def check_cancel(*_: Any) -> None:
-            if all(j.cancel.is_set() for j in jobs):
-                raise _Cancelled
+        def cancelled() -> bool:
+            return all(j.cancel.is_set() for j in jobs)
 
         model = self.model
         assert model is not None
         try:
             if len(jobs) == 1:
                 job = jobs[0]
-                text = job.text if isinstance(job.text, str) else "".join(job.text)
-                for chunk in model.generate_stream(text, progress=check_cancel, **job.options):
-                    check_cancel()
-                    job.send("audio", chunk.audio)
+                for chunk in model.generate_stream(job.text, cancel=cancelled, **job.options):
+                    if chunk.audio.size:
+                        job.send("audio", chunk.audio)
             else:
                 shared = {k: v for k, v in jobs[0].options.items() if k not in _PER_ITEM}
                 per_item = {k: [j.options.get(k) for j in jobs] for k in _PER_ITEM}
                 if all(p is None for p in per_item["voice_clone_prompt"]):
                     del per_item["voice_clone_prompt"]
-                audios = model.generate([j.text for j in jobs], progress=check_cancel, **shared, **per_item)
+                audios = model.generate([j.text for j in jobs], cancel=cancelled, **shared, **per_item)
                 for job, audio in zip(jobs, audios):
                     job.send("audio", audio)
         except Exception as e:
