@@ -126,7 +126,8 @@ def server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     tmp = tmp_path_factory.mktemp("server")
     wyoming_port = free_port()
     srv = Server(tiny_model_dir, tmp / "log.txt", "--voices-dir", str(tmp / "voices"), "--api-key", KEY,
-                 "--max-queue", "2", "--wyoming", f"tcp://127.0.0.1:{wyoming_port}")
+                 "--max-queue", "2", "--wyoming", f"tcp://127.0.0.1:{wyoming_port}",
+                 "--cors-origin", "http://app.example")
     srv.wyoming_port = wyoming_port
     yield srv
     srv.stop()
@@ -243,6 +244,21 @@ def test_api_key_is_required_except_on_health(server: Server) -> None:
     assert request("GET", server.url + "/health", key=None)[0] == 200
     status, data = request("GET", server.url + "/v1/models")
     assert status == 200 and "tts-1" in [m["id"] for m in json.loads(data)["data"]]
+
+
+def test_cors_preflight_and_metrics(server: Server) -> None:
+    status, _ = request("OPTIONS", server.url + "/v1/audio/speech", key=None,
+                        headers={"Origin": "http://app.example", "Access-Control-Request-Method": "POST",
+                                 "Access-Control-Request-Headers": "authorization,content-type"})
+    assert status == 200
+    req = urllib.request.Request(server.url + "/v1/models", headers={"Origin": "http://app.example",
+                                                                     "Authorization": f"Bearer {KEY}"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.headers["access-control-allow-origin"] == "http://app.example"
+    assert _speech(server)[0] == 200
+    assert metric(server, "omnivoice_time_to_first_audio_seconds_count") >= 1
+    assert metric(server, "omnivoice_audio_seconds_total") > 0
+    assert metric(server, 'omnivoice_requests_total{path="/v1/audio/speech",status="200"}') >= 1
 
 
 def test_bad_voice_uploads(server: Server) -> None:
