@@ -374,7 +374,7 @@ def test_wyoming_describe_synthesize_and_streaming(server: Server) -> None:
     from wyoming.audio import AudioChunk
     from wyoming.client import AsyncTcpClient
     from wyoming.info import Describe, Info
-    from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped, SynthesizeVoice
+    from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
     async def audio_until(client: AsyncTcpClient, last: str) -> tuple[int, list[str]]:
         samples, types = 0, []

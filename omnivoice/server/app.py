@@ -29,7 +29,7 @@ from ..lang_map import resolve_language
 from ..model import OmniVoice, VoiceClonePrompt
 from ..streaming import Cancelled
 from ..voice_design import contains_chinese, resolve_instruct
-from .encoders import FORMATS, StreamEncoder, decode_audio
+from .encoders import StreamEncoder, decode_audio
 from .errors import APIError, error_response, install_error_handlers
 from .metrics import CONTENT_TYPE_LATEST, Metrics
 from .settings import ServerSettings
