@@ -365,6 +365,18 @@ def test_health_is_503_when_the_model_cannot_load(tmp_path: Path) -> None:
         srv.stop()
 
 
+def test_timeout_gives_504_and_the_server_keeps_serving(tiny_model_dir: Path, tmp_path: Path) -> None:
+    srv = Server(tiny_model_dir, tmp_path / "log.txt", "--timeout", "1")
+    try:
+        # One piece of 60 s at 64 steps takes far longer than 1 s on the tiny model.
+        status, data = request("POST", srv.url + "/v1/audio/speech",
+                               {"input": "Long.", "duration": 60, "num_step": 64}, key=None)
+        assert status == 504 and json.loads(data)["error"]["type"] == "timeout_error"
+        assert request("GET", srv.url + "/health", key=None)[0] == 200
+    finally:
+        srv.stop()
+
+
 # ---------------------------------------------------------------------------- Wyoming
 
 
