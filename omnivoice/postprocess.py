@@ -23,6 +23,7 @@ from .silence import Pcm16, detect_leading_silence, detect_nonsilent, split_on_s
 __all__ = [
     "apply_volume",
     "cross_fade_chunks",
+    "fade_edges",
     "fade_and_pad_audio",
     "normalize_reference_rms",
     "post_process_audio",
@@ -39,20 +40,22 @@ PEAK_LEVEL = 0.5
 SILENCE_DBFS = -50
 
 
-def _trim_edges(pcm: Pcm16, lead_ms: int, trail_ms: int, silence_thresh: float) -> Pcm16:
-    """Cut leading and trailing silence, keeping ``lead_ms`` / ``trail_ms`` of it."""
-    pcm = pcm.slice(max(0, detect_leading_silence(pcm, silence_thresh) - lead_ms))
-    backwards = pcm.reverse()
-    backwards = backwards.slice(max(0, detect_leading_silence(backwards, silence_thresh) - trail_ms))
-    return backwards.reverse()
+def _trim_edges(pcm: Pcm16, lead_ms: Optional[int], trail_ms: Optional[int], silence_thresh: float) -> Pcm16:
+    """Cut leading and trailing silence, keeping ``lead_ms`` / ``trail_ms`` of it (``None``: all)."""
+    if lead_ms is not None:
+        pcm = pcm.slice(max(0, detect_leading_silence(pcm, silence_thresh) - lead_ms))
+    if trail_ms is not None:
+        backwards = pcm.reverse()
+        pcm = backwards.slice(max(0, detect_leading_silence(backwards, silence_thresh) - trail_ms)).reverse()
+    return pcm
 
 
 def remove_silence(
     audio: np.ndarray,
     sample_rate: int,
     mid_sil: int = 300,
-    lead_sil: int = 100,
-    trail_sil: int = 300,
+    lead_sil: Optional[int] = 100,
+    trail_sil: Optional[int] = 300,
 ) -> np.ndarray:
     """Shorten inner silences and trim edge silences (below -50 dBFS).
 
@@ -65,8 +68,9 @@ def remove_silence(
         audio: Float waveform, (T,) or (C, T).
         sample_rate: Sample rate in Hz.
         mid_sil: Inner silence threshold and kept margin in ms; 0 leaves inner silences alone.
-        lead_sil: Leading silence to keep, in ms.
-        trail_sil: Trailing silence to keep, in ms.
+        lead_sil: Leading silence to keep, in ms; ``None`` leaves the start alone (a streamed
+            piece that is not the first).
+        trail_sil: Trailing silence to keep, in ms; ``None`` leaves the end alone.
 
     Returns:
         float32 waveform, (T',) or (C, T').
@@ -125,6 +129,23 @@ def trim_long_audio(
     return _like(pcm.slice(0, cut).to_float(), audio)
 
 
+def fade_edges(audio: np.ndarray, fade_in: int = 0, fade_out: int = 0) -> np.ndarray:
+    """A copy with a linear fade-in over its first ``fade_in`` samples and a fade-out over its last
+    ``fade_out`` (0: that edge untouched): the one ramp of every fade here and in streaming.
+
+    Args:
+        audio: Float waveform, (T,) or (C, T); each count at most T.
+        fade_in: Samples faded in at the start.
+        fade_out: Samples faded out at the end (when both overlap, both apply).
+    """
+    out = audio.copy()
+    if fade_in > 0:
+        out[..., :fade_in] *= np.linspace(0, 1, fade_in, dtype=np.float32)
+    if fade_out > 0:
+        out[..., -fade_out:] *= np.linspace(1, 0, fade_out, dtype=np.float32)
+    return out
+
+
 def fade_and_pad_audio(
     audio: np.ndarray, pad_duration: float = 0.1, fade_duration: float = 0.1, sample_rate: int = 24000
 ) -> np.ndarray:
@@ -143,11 +164,8 @@ def fade_and_pad_audio(
     _check_rate(sample_rate)
     if audio.shape[-1] == 0:
         return audio
-    out = audio.copy()
-    fade = min(int(fade_duration * sample_rate), out.shape[-1] // 2)
-    if fade > 0:
-        out[..., :fade] *= np.linspace(0, 1, fade, dtype=np.float32)
-        out[..., -fade:] *= np.linspace(1, 0, fade, dtype=np.float32)
+    fade = min(int(fade_duration * sample_rate), audio.shape[-1] // 2)
+    out = fade_edges(audio, fade, fade)
     pad = int(pad_duration * sample_rate)
     if pad > 0:
         out = np.pad(out, [(0, 0)] * (out.ndim - 1) + [(pad, pad)])
@@ -184,16 +202,10 @@ def cross_fade_chunks(chunks: list[np.ndarray], sample_rate: int, silence_durati
 
     third = int(silence_duration * sample_rate) // 3
     gap = np.zeros(chunks[0].shape[:-1] + (third,), dtype=np.float32)
-    merged = chunks[0].copy()
+    merged = chunks[0]
     for chunk in chunks[1:]:
-        fade_out = min(third, merged.shape[-1])
-        if fade_out > 0:
-            merged[..., -fade_out:] *= np.linspace(1, 0, fade_out, dtype=np.float32)
-        incoming = chunk.copy()
-        fade_in = min(third, incoming.shape[-1])
-        if fade_in > 0:
-            incoming[..., :fade_in] *= np.linspace(0, 1, fade_in, dtype=np.float32)
-        merged = np.concatenate([merged, gap, incoming], axis=-1)
+        merged = fade_edges(merged, fade_out=min(third, merged.shape[-1]))
+        merged = np.concatenate([merged, gap, fade_edges(chunk, fade_in=min(third, chunk.shape[-1]))], axis=-1)
     return merged
 
 

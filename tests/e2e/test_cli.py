@@ -15,7 +15,7 @@ import soundfile as sf
 
 from omnivoice.cli import main
 
-FIXTURES = Path(__file__).parent / "data" / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"
 FAST = ["--steps", "2", "--duration", "0.6", "--threads", "1", "-q"]
 
 
@@ -55,6 +55,7 @@ def test_formats_and_saved_voice(tiny_model_dir: Path, ref_wav: Path, tmp_path: 
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_stdout_stream_is_a_playable_wav(tiny_model_dir: Path) -> None:
     # A real process: stdout must carry nothing but the WAV stream.
     proc = subprocess.run(
@@ -108,6 +109,7 @@ def test_missing_model_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
     assert len(err.splitlines()) == 1 and "model not found" in err
 
 
+@pytest.mark.slow
 def test_stdin_is_spoken_as_it_arrives(tiny_model_dir: Path) -> None:
     # A real process whose stdin stays open: the first sentence's audio must come out before the
     # rest of the text is even written.

@@ -15,13 +15,7 @@ import pytest
 
 from omnivoice import OmniVoice, VoiceClonePrompt
 
-FIXTURES = Path(__file__).parent / "data" / "fixtures"
-
-
-@pytest.fixture(scope="module")
-def model(tiny_model_dir: Path) -> OmniVoice:
-    # One thread: the tiny model gains nothing from more on a shared 2-core machine.
-    return OmniVoice.from_pretrained(tiny_model_dir, n_threads=1)
+FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"
 
 
 def _fixture(name: str) -> tuple[dict, dict]:
@@ -102,6 +96,7 @@ LONG_TEXT = ("The first sentence is here. Then a second one follows it. A third 
 LONG = dict(audio_chunk_threshold=1.0, audio_chunk_duration=1.5, num_step=3, position_temperature=0.0)
 
 
+@pytest.mark.slow
 def test_long_form_is_chunked(model: OmniVoice, monkeypatch: pytest.MonkeyPatch) -> None:
     tokens = _capture_tokens(model, monkeypatch)
     (audio,) = model.generate(LONG_TEXT, **LONG)
@@ -109,6 +104,7 @@ def test_long_form_is_chunked(model: OmniVoice, monkeypatch: pytest.MonkeyPatch)
     assert audio.dtype == np.float32 and np.isfinite(audio).all() and np.abs(audio).max() > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("clone", [False, True])
 def test_stream_concatenates_to_generate(model: OmniVoice, clone: bool) -> None:
     kw = dict(LONG, postprocess_output=False, seed=3)
