@@ -47,7 +47,8 @@ public:
     bool get_bool(const std::string & key) const;
     std::string get_str(const std::string & key) const;
     std::vector<int64_t> get_int_array(const std::string & key) const;
-    std::vector<float> get_f32_array(const std::string & key) const;
+    // A FLOAT32 array, or an integer array converted to float.
+    std::vector<float> get_number_array(const std::string & key) const;
     std::vector<std::string> get_str_array(const std::string & key) const;
 
     gguf_context * meta() const { return meta_; }
@@ -68,6 +69,11 @@ private:
     size_t data_size_ = 0;
     std::set<std::string> consumed_;
 };
+
+// To be called from the process's ggml log callback: while GGUFFile parses a header on this
+// thread, ggml's error lines are kept for the exception (they hold the reason, e.g. a tensor name
+// of 64 bytes or more, or an alignment that is not a power of two).
+void note_ggml_log(ggml_log_level level, const char * text);
 
 // Text of a ggml shape, e.g. "[64, 1024]".
 std::string shape_str(const int64_t * ne, int n_dims);
