@@ -13,7 +13,7 @@ from .config import Config
 from .text_tokenizer import TextVocab, read_text_vocab
 from .writer import PlannedTensor, WrittenFile, write_gguf
 
-__all__ = ["LM_ARCH", "LM_TYPES", "LMHparams", "convert_lm"]
+__all__ = ["LM_ARCH", "LM_TYPES", "LMHparams", "convert_lm", "lm_tensor_type"]
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +25,14 @@ LM_TYPES: dict[str, tuple[gguf.GGMLQuantizationType, gguf.LlamaFileType]] = {
     "F16": (gguf.GGMLQuantizationType.F16, gguf.LlamaFileType.MOSTLY_F16),
     "BF16": (gguf.GGMLQuantizationType.BF16, gguf.LlamaFileType.MOSTLY_BF16),
     "Q8_0": (gguf.GGMLQuantizationType.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0),
+    # llama.cpp's mix (see lm_tensor_type): mostly Q4_K, some tensors Q6_K.
+    "Q4_K_M": (gguf.GGMLQuantizationType.Q4_K, gguf.LlamaFileType.MOSTLY_Q4_K_M),
+}
+
+# K-quant -> the 32-wide type llama.cpp stores instead when a row is not a multiple of 256.
+_K_FALLBACK = {
+    gguf.GGMLQuantizationType.Q4_K: gguf.GGMLQuantizationType.Q5_0,
+    gguf.GGMLQuantizationType.Q6_K: gguf.GGMLQuantizationType.Q8_0,
 }
 
 # metadata key suffix -> added token of OmniVoice's prompt format
@@ -159,6 +167,36 @@ def _add_metadata(w: gguf.GGUFWriter, hp: LMHparams, vocab: TextVocab, file_type
         w.add_pad_token_id(vocab.pad_id)
 
 
+def _more_bits(il: int, n_layer: int) -> bool:
+    # llama.cpp's use_more_bits: the first and last eighth of the layers, and every third between.
+    return il < n_layer // 8 or il >= 7 * n_layer // 8 or (il - n_layer // 8) % 3 == 2
+
+
+def lm_tensor_type(outtype: str, name: str, shape: tuple[int, ...], n_layer: int) -> gguf.GGMLQuantizationType:
+    """Storage type of LM tensor ``name`` (PyTorch ``shape``) in an ``outtype`` file.
+
+    1-D tensors stay F32. Q4_K_M follows llama.cpp's mix: Q6_K for the audio heads (the output
+    layer) and for ``v_proj`` and ``down_proj`` in the layers ``use_more_bits`` picks, Q4_K for
+    the rest; a K-quant tensor whose rows are not a multiple of 256 falls back to Q5_0 / Q8_0.
+
+    Raises:
+        ValueError: ``outtype`` is unknown.
+    """
+    if outtype not in LM_TYPES:
+        raise ValueError(f"unknown LM type {outtype!r}; choose one of {', '.join(LM_TYPES)}")
+    if len(shape) != 2:
+        return gguf.GGMLQuantizationType.F32
+    qtype = LM_TYPES[outtype][0]
+    if outtype == "Q4_K_M":
+        parts = name.split(".")
+        more = len(parts) > 3 and parts[1] == "layers" and _more_bits(int(parts[2]), n_layer)
+        if name == "audio_heads.weight" or (more and parts[-2] in ("v_proj", "down_proj")):
+            qtype = gguf.GGMLQuantizationType.Q6_K
+    if qtype in _K_FALLBACK and shape[-1] % 256:
+        qtype = _K_FALLBACK[qtype]
+    return qtype
+
+
 def convert_lm(model_dir: Path, out_path: Path, outtype: str = "F32") -> WrittenFile:
     """Converts the LM of an OmniVoice snapshot to an ``omnivoice-lm`` GGUF.
 
@@ -166,7 +204,8 @@ def convert_lm(model_dir: Path, out_path: Path, outtype: str = "F32") -> Written
         model_dir: the snapshot (``config.json``, ``model.safetensors`` or shards + index,
             ``tokenizer.json``, ``tokenizer_config.json``).
         out_path: the GGUF to write.
-        outtype: storage of the 2-D weights: F32, F16, BF16 or Q8_0; 1-D weights stay F32.
+        outtype: storage of the 2-D weights: F32, F16, BF16, Q8_0 or Q4_K_M (a mix, see
+            :func:`lm_tensor_type`); 1-D weights stay F32.
 
     Returns:
         A summary of the written file.
@@ -184,7 +223,7 @@ def convert_lm(model_dir: Path, out_path: Path, outtype: str = "F32") -> Written
     if len(vocab.tokens) > hp.n_vocab:
         raise ValueError(f"tokenizer has {len(vocab.tokens)} tokens, more than the LM vocab_size {hp.n_vocab}")
     ckpt = Checkpoint(model_dir)
-    qtype, file_type = LM_TYPES[outtype]
+    file_type = LM_TYPES[outtype][1]
 
     planned: list[PlannedTensor] = []
     used = set(DROPPED)
@@ -193,7 +232,7 @@ def convert_lm(model_dir: Path, out_path: Path, outtype: str = "F32") -> Written
         if got != shape:
             raise ValueError(f"tensor {name} has shape {list(got)}, expected {list(shape)} from config.json")
         used.update(keys)
-        planned.append(PlannedTensor(name, shape, qtype if len(shape) == 2 else gguf.GGMLQuantizationType.F32, load))
+        planned.append(PlannedTensor(name, shape, lm_tensor_type(outtype, name, shape, hp.n_layer), load))
     unexpected = [n for n in ckpt.names() if n not in used]
     if unexpected:
         raise ValueError(f"{model_dir}: unexpected tensor {unexpected[0]} ({len(unexpected)} in all)")
