@@ -72,7 +72,7 @@ def _convert_snapshot(snapshot: Path, outtype: str) -> ModelFiles:
     return _from_gguf_dir(out, out / f"omnivoice-base-{outtype}.gguf")
 
 
-def _cached_codec(codec: Path) -> Path:
+def codec_in_our_layout(codec: Path) -> Path:
     """``codec`` itself, or for an omnivoice.cpp codec its conversion (made once) in the cache."""
     from .convert.omnivoice_cpp import convert_cpp_codec, is_cpp_codec
 
@@ -163,4 +163,4 @@ def resolve_model(model: str | os.PathLike[str], codec: str | os.PathLike[str] |
         files = ModelFiles(lm=files.lm, codec=Path(codec))
     if not files.codec.is_file():
         raise FileNotFoundError(f"codec GGUF not found: {files.codec}")
-    return ModelFiles(lm=files.lm, codec=_cached_codec(files.codec))
+    return ModelFiles(lm=files.lm, codec=codec_in_our_layout(files.codec))

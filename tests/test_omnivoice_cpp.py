@@ -139,6 +139,13 @@ def test_ggml_reason_reaches_the_error(cpp_dir: Path, tiny_model_dir: Path, tmp_
         _core.LM(str(bad), backend)
 
 
+def test_audio_tokenizer_takes_their_codec(cpp_dir: Path, cache: Path, tmp_path: Path) -> None:
+    from omnivoice.audio_tokenizer import AudioTokenizer
+
+    tok = AudioTokenizer.from_file(cpp_dir / "omnivoice-tokenizer-F32.gguf", n_threads=1)
+    assert tok.sample_rate == 24000 and tok.metadata["omnivoice.n_quantizers"] == 8
+
+
 def test_directory_of_their_files(cpp_dir: Path, cache: Path) -> None:
     files = resolve_model(cpp_dir, convert_type="F32")
     assert files.lm == cpp_dir / "omnivoice-base-Q8_0.gguf"  # Q8_0 is preferred over F32
