@@ -107,7 +107,8 @@ def _derived_keys(md: dict[str, Any], shapes: dict[str, tuple[int, ...]]) -> dic
         "omnivoice.semantic.do_stable_layer_norm": False,
         "omnivoice.semantic.downsample_factor": int(hop / (sample_rate / semantic_rate) / factor),
         "omnivoice.semantic_encoder.kernel_size": kernel("encoder_semantic.conv.weight"),
-        "omnivoice.semantic_encoder.unit_kernel_size": kernel("encoder_semantic.conv_blocks.0.res_units.0.conv1.weight"),
+        "omnivoice.semantic_encoder.unit_kernel_size": kernel(
+            "encoder_semantic.conv_blocks.0.res_units.0.conv1.weight"),
         "omnivoice.semantic_encoder.strides": strides,
         "omnivoice.semantic_encoder.channel_ratios": ratios,
         # Dilations are not visible in shapes either; the real codec's are all 1.

@@ -31,10 +31,10 @@ from omnivoice.model_files import resolve_model
 from omnivoice.tokenizer import TextTokenizer
 
 DATA = Path(__file__).parent / "data"
+# The helpers that build omnivoice.cpp-layout files (tests/ is not a package).
 _spec = importlib.util.spec_from_file_location("cpp_layout", Path(__file__).parent / "cpp_layout.py")
 cpp_layout = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cpp_layout)
-write_cpp_codec, write_cpp_lm, write_safetensors = cpp_layout.write_cpp_codec, cpp_layout.write_cpp_lm, cpp_layout.write_safetensors
 GREEDY = {"num_step": 4, "position_temperature": 0.0, "class_temperature": 0.0}
 
 
@@ -43,10 +43,11 @@ def cpp_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     """Their F32 LM (file_type 0) and Q8_0 LM (file_type a string, as their quantize tool writes)
     and their codec, in one directory."""
     out = tmp_path_factory.mktemp("cpp")
-    write_cpp_lm(tiny_model_dir / "omnivoice-base-F32.gguf", out / "omnivoice-base-F32.gguf", 0)
-    write_cpp_lm(tiny_model_dir / "omnivoice-base-F32.gguf", out / "omnivoice-base-Q8_0.gguf", "Q8_0",
-                 qtype=lambda name, shape: "q8_0")
-    write_cpp_codec(tiny_model_dir / "omnivoice-tokenizer-F32.gguf", out / "omnivoice-tokenizer-F32.gguf")
+    lm, codec = "omnivoice-base-F32.gguf", "omnivoice-tokenizer-F32.gguf"
+    cpp_layout.write_cpp_lm(tiny_model_dir / lm, out / lm, 0)
+    cpp_layout.write_cpp_lm(tiny_model_dir / lm, out / "omnivoice-base-Q8_0.gguf", "Q8_0",
+                            qtype=lambda name, shape: "q8_0")
+    cpp_layout.write_cpp_codec(tiny_model_dir / codec, out / codec)
     return out
 
 
@@ -226,7 +227,7 @@ def wide_hf(tmp_path_factory: pytest.TempPathFactory) -> Path:
         else:  # linears N(0, 1/fan_in), embeddings N(0, 1): logits O(1)
             std = 1.0 if "embed" in name else shape[1] ** -0.5
             weights[name] = rng.normal(0, std, shape).astype(np.float32)
-    write_safetensors(src / "model.safetensors", weights)
+    cpp_layout.write_safetensors(src / "model.safetensors", weights)
     return src
 
 
@@ -257,14 +258,14 @@ def test_k_quant_lm_close_to_f32(ktype: str, wide_hf: Path, wide_f32: Path, wide
     if ktype == "Q4_K_M":  # our converter's llama.cpp mix (Q4_K, Q6_K), then in their layout
         mixed = convert_lm(wide_hf, tmp_path / "ours.gguf", "Q4_K_M")
         assert mixed.tensor_types == {"F32": 9, "Q4_K": 14, "Q6_K": 3}
-        write_cpp_lm(mixed.path, dst, "Q4_K_M")
+        cpp_layout.write_cpp_lm(mixed.path, dst, "Q4_K_M")
     else:  # every 2-D weight of one type
-        write_cpp_lm(wide_f32, dst, ktype.upper(), qtype=lambda name, shape: ktype)
+        cpp_layout.write_cpp_lm(wide_f32, dst, ktype.upper(), qtype=lambda name, shape: ktype)
     got = _logits(dst)
     err = float(np.abs(got - wide_logits).max() / np.abs(wide_logits).max())
     # The same weights dequantised to F32: what is left is ggml's Q8_K rounding of the activations.
     dequantised = tmp_path / "dequantised.gguf"
-    write_cpp_lm(dst, dequantised, 0, qtype=lambda name, shape: "f32")
+    cpp_layout.write_cpp_lm(dst, dequantised, 0, qtype=lambda name, shape: "f32")
     exact = _logits(dequantised)
     err_dq = float(np.abs(got - exact).max() / np.abs(exact).max())
     assert 0 < err <= K_TOLERANCE[ktype]
