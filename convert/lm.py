@@ -25,14 +25,8 @@ LM_TYPES: dict[str, tuple[gguf.GGMLQuantizationType, gguf.LlamaFileType]] = {
     "F16": (gguf.GGMLQuantizationType.F16, gguf.LlamaFileType.MOSTLY_F16),
     "BF16": (gguf.GGMLQuantizationType.BF16, gguf.LlamaFileType.MOSTLY_BF16),
     "Q8_0": (gguf.GGMLQuantizationType.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0),
-    # llama.cpp's mix (see lm_tensor_type): mostly Q4_K, some tensors Q6_K.
+    # omnivoice.cpp's mix (see lm_tensor_type): mostly Q4_K, some tensors Q6_K.
     "Q4_K_M": (gguf.GGMLQuantizationType.Q4_K, gguf.LlamaFileType.MOSTLY_Q4_K_M),
-}
-
-# K-quant -> the 32-wide type llama.cpp stores instead when a row is not a multiple of 256.
-_K_FALLBACK = {
-    gguf.GGMLQuantizationType.Q4_K: gguf.GGMLQuantizationType.Q5_0,
-    gguf.GGMLQuantizationType.Q6_K: gguf.GGMLQuantizationType.Q8_0,
 }
 
 # metadata key suffix -> added token of OmniVoice's prompt format
@@ -167,17 +161,19 @@ def _add_metadata(w: gguf.GGUFWriter, hp: LMHparams, vocab: TextVocab, file_type
         w.add_pad_token_id(vocab.pad_id)
 
 
-def _more_bits(il: int, n_layer: int) -> bool:
-    # llama.cpp's use_more_bits: the first and last eighth of the layers, and every third between.
-    return il < n_layer // 8 or il >= 7 * n_layer // 8 or (il - n_layer // 8) % 3 == 2
+def _bumped(il: int, n_layer: int) -> bool:
+    # omnivoice.cpp's Q4_K_M layers (tools/quantize.cpp): the first ninth, the last seventh and
+    # every third layer; 12 of 28.
+    return il < n_layer // 9 or il >= n_layer - n_layer // 7 or il % 3 == 0
 
 
 def lm_tensor_type(outtype: str, name: str, shape: tuple[int, ...], n_layer: int) -> gguf.GGMLQuantizationType:
     """Storage type of LM tensor ``name`` (PyTorch ``shape``) in an ``outtype`` file.
 
-    1-D tensors stay F32. Q4_K_M follows llama.cpp's mix: Q6_K for the audio heads (the output
-    layer) and for ``v_proj`` and ``down_proj`` in the layers ``use_more_bits`` picks, Q4_K for
-    the rest; a K-quant tensor whose rows are not a multiple of 256 falls back to Q5_0 / Q8_0.
+    1-D tensors stay F32. Q4_K_M is omnivoice.cpp's mix (its quantize tool's, after
+    llama.cpp's): Q6_K for the two embedding tables and for ``v_proj`` and ``down_proj`` in the
+    layers :func:`_bumped` picks, Q4_K for the rest; a tensor whose rows are not a multiple of
+    256 is stored Q8_0 instead.
 
     Raises:
         ValueError: ``outtype`` is unknown.
@@ -189,11 +185,13 @@ def lm_tensor_type(outtype: str, name: str, shape: tuple[int, ...], n_layer: int
     qtype = LM_TYPES[outtype][0]
     if outtype == "Q4_K_M":
         parts = name.split(".")
-        more = len(parts) > 3 and parts[1] == "layers" and _more_bits(int(parts[2]), n_layer)
-        if name == "audio_heads.weight" or (more and parts[-2] in ("v_proj", "down_proj")):
+        bumped = len(parts) > 3 and parts[1] == "layers" and _bumped(int(parts[2]), n_layer)
+        if name in ("llm.embed_tokens.weight", "audio_embeddings.weight") or (
+            bumped and parts[-2] in ("v_proj", "down_proj")
+        ):
             qtype = gguf.GGMLQuantizationType.Q6_K
-    if qtype in _K_FALLBACK and shape[-1] % 256:
-        qtype = _K_FALLBACK[qtype]
+        if shape[-1] % 256:
+            qtype = gguf.GGMLQuantizationType.Q8_0
     return qtype
 
 

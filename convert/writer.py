@@ -20,14 +20,13 @@ MAX_NAME_BYTES = 63
 # Tensor data starts on cache lines (`general.alignment`): with gguf's default 32 every weight
 # the CPU maps in place sits mid-line, and the LM's BF16 step ran ~4% slower.
 DATA_ALIGNMENT = 64
-# Types gguf-py cannot quantise (the K-quants), or does only slowly in numpy (Q5_0): ggml does them.
+# Types gguf-py cannot quantise (the K-quants): ggml does them.
 _GGML_QUANTIZED = {
     gguf.GGMLQuantizationType.Q2_K,
     gguf.GGMLQuantizationType.Q3_K,
     gguf.GGMLQuantizationType.Q4_K,
     gguf.GGMLQuantizationType.Q5_K,
     gguf.GGMLQuantizationType.Q6_K,
-    gguf.GGMLQuantizationType.Q5_0,
 }
 
 
