@@ -19,7 +19,7 @@ import gguf
 import numpy as np
 
 from ..gguf_meta import read_metadata
-from .codec import CODEC_ARCH, gguf_name
+from .codec import CODEC_ARCH, gguf_name, is_training_only
 from .writer import PlannedTensor, WrittenFile, write_gguf
 
 __all__ = ["convert_cpp_codec", "is_cpp_codec"]
@@ -141,6 +141,8 @@ def convert_cpp_codec(src: str | os.PathLike[str], dst: str | os.PathLike[str]) 
     shapes = {t.name: tuple(int(n) for n in reversed(t.shape)) for t in reader.tensors}
     planned = []
     for t in reader.tensors:
+        if is_training_only(t.name):  # their converter keeps a semantic_model.masked_spec_embed
+            continue
         if t.tensor_type not in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
             raise ValueError(f"{src}: tensor {t.name} is {t.tensor_type.name}; the codec takes F32 or F16")
         shape = shapes[t.name]

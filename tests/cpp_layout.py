@@ -6,10 +6,12 @@ cannot be downloaded here. Their tensor data equals ours (same names, shapes and
 convolution weights, HuBERT's pos-conv weight norm folded), so the files are rebuilt from ours,
 with the layout's differences applied:
 
-- LM: ``omnivoice.audio_codebook_weights`` an INT32 array; no ``tokenizer.ggml.token_type``, no
-  ``attention.value_length``, no eos / padding ids; ``general.file_type`` a string from their
-  quantize tool; gguf-py's default 32-byte alignment.
-- codec: HuBERT under ``semantic_model.`` (names up to 71 bytes); their two extra keys
+- LM: ``omnivoice.audio_codebook_weights`` an INT32 array; no ``tokenizer.ggml.token_type``,
+  ``tokenizer.ggml.pre`` or eos / padding ids; ``general.name``; no ``general.file_type`` from
+  their converter (F32), a string from their quantize tool (with ``general.quantization_version``);
+  tensors sorted by name; gguf-py's default 32-byte alignment.
+- codec: HuBERT under ``semantic_model.`` (names up to 71 bytes), tensors sorted by name,
+  ``general.name``; their two extra keys
   ``omnivoice.acoustic.n_codebooks`` (9) and ``omnivoice.semantic.num_feat_extract_layers``;
   none of the keys ours adds (``n_quantizers``, ``frame_rate``, ``has_encoder``,
   ``semantic.{conv_bias, feat_extract_norm, feat_proj_layer_norm, do_stable_layer_norm,
@@ -30,10 +32,12 @@ from omnivoice import _core
 
 LM_DROPPED = {
     "tokenizer.ggml.token_type",
-    "omnivoice-lm.attention.value_length",
+    "tokenizer.ggml.pre",
     "tokenizer.ggml.eos_token_id",
     "tokenizer.ggml.padding_token_id",
     "general.quantization_version",
+    "general.file_type",
+    "omnivoice.audio_codebook_weights",
 }
 CODEC_DROPPED = {
     "omnivoice.n_quantizers",
@@ -68,9 +72,10 @@ def _finish(writer: gguf.GGUFWriter) -> None:
     writer.close()
 
 
-def write_cpp_lm(ours: Path, dst: Path, file_type: int | str,
+def write_cpp_lm(ours: Path, dst: Path, file_type: str | None,
                  qtype: Callable[[str, tuple[int, ...]], str | None] | None = None) -> None:
-    """Their LM file from our F32 LM ``ours``.
+    """Their LM file from our LM ``ours``: as their converter writes it (``file_type`` None) or
+    their quantize tool (``file_type`` the variant's name, e.g. ``"Q4_K_M"``).
 
     ``qtype(name, shape)`` names the ggml type a 2-D weight is quantised to with ggml's
     quantiser, or ``"f32"`` to store its values dequantised (``None`` or no function keeps the
@@ -78,14 +83,14 @@ def write_cpp_lm(ours: Path, dst: Path, file_type: int | str,
     """
     reader = gguf.GGUFReader(ours)
     writer = gguf.GGUFWriter(dst, "omnivoice-lm")
-    _copy_fields(reader, writer, LM_DROPPED | {"omnivoice.audio_codebook_weights", "general.file_type"})
+    writer.add_name("OmniVoice")
+    _copy_fields(reader, writer, LM_DROPPED)
     weights = reader.fields["omnivoice.audio_codebook_weights"].contents()
     writer.add_array("omnivoice.audio_codebook_weights", [int(w) for w in weights])  # INT32
-    if isinstance(file_type, str):
+    if file_type is not None:
+        writer.add_uint32("general.quantization_version", 2)
         writer.add_string("general.file_type", file_type)
-    else:
-        writer.add_uint32("general.file_type", file_type)
-    for t in reader.tensors:
+    for t in sorted(reader.tensors, key=lambda t: t.name):
         shape = tuple(int(n) for n in reversed(t.shape))
         want = qtype(t.name, shape) if qtype and len(shape) == 2 else None
         # Quantised data goes in as uint8 rows, whose byte shape gguf-py turns into the tensor's.
@@ -104,13 +109,15 @@ def write_cpp_codec(ours: Path, dst: Path) -> None:
     """Their codec file from our codec GGUF ``ours`` (with its encoder)."""
     reader = gguf.GGUFReader(ours)
     writer = gguf.GGUFWriter(dst, "omnivoice-tokenizer")
-    _copy_fields(reader, writer, CODEC_DROPPED)
+    writer.add_name("OmniVoice-tokenizer")
+    _copy_fields(reader, writer, CODEC_DROPPED | {"general.file_type"})
     writer.add_uint32("omnivoice.acoustic.n_codebooks", 9)
     writer.add_uint32("omnivoice.semantic.num_feat_extract_layers",
                       len(reader.fields["omnivoice.semantic.conv_dim"].contents()))
-    for t in reader.tensors:
-        name = "semantic_model." + t.name[len("hubert."):] if t.name.startswith("hubert.") else t.name
-        writer.add_tensor(name, np.asarray(t.data), raw_dtype=t.tensor_type)
+    renamed = {("semantic_model." + t.name[len("hubert."):] if t.name.startswith("hubert.") else t.name): t
+               for t in reader.tensors}
+    for name in sorted(renamed):
+        writer.add_tensor(name, np.asarray(renamed[name].data), raw_dtype=renamed[name].tensor_type)
     _finish(writer)
 
 

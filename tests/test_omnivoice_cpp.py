@@ -40,11 +40,11 @@ GREEDY = {"num_step": 4, "position_temperature": 0.0, "class_temperature": 0.0}
 
 @pytest.fixture(scope="module")
 def cpp_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Their F32 LM (file_type 0) and Q8_0 LM (file_type a string, as their quantize tool writes)
-    and their codec, in one directory."""
+    """Their F32 LM (from their converter) and Q8_0 LM (from their quantize tool) and their
+    codec, in one directory."""
     out = tmp_path_factory.mktemp("cpp")
     lm, codec = "omnivoice-base-F32.gguf", "omnivoice-tokenizer-F32.gguf"
-    cpp_layout.write_cpp_lm(tiny_model_dir / lm, out / lm, 0)
+    cpp_layout.write_cpp_lm(tiny_model_dir / lm, out / lm, None)
     cpp_layout.write_cpp_lm(tiny_model_dir / lm, out / "omnivoice-base-Q8_0.gguf", "Q8_0",
                             qtype=lambda name, shape: "q8_0")
     cpp_layout.write_cpp_codec(tiny_model_dir / codec, out / codec)
@@ -105,11 +105,15 @@ def test_codec_conversion_restores_our_layout(tiny_model_dir: Path, cpp_dir: Pat
     out = tmp_path / "converted.gguf"
     convert_cpp_codec(theirs, out)
     # The derived keys equal what our converter read from config.json.
-    assert read_metadata(out) == read_metadata(ours)
-    a, b = gguf.GGUFReader(out), gguf.GGUFReader(ours)
-    assert [t.name for t in a.tensors] == [t.name for t in b.tensors]
-    for x, y in zip(a.tensors, b.tensors):
-        np.testing.assert_array_equal(x.data, y.data)
+    converted = read_metadata(out)
+    assert converted.pop("general.name") == "OmniVoice-tokenizer"
+    assert converted == read_metadata(ours)
+    a = {t.name: t for t in gguf.GGUFReader(out).tensors}  # in their order (sorted by name)
+    b = {t.name: t for t in gguf.GGUFReader(ours).tensors}
+    assert sorted(a) == sorted(b)
+    for name, t in a.items():
+        assert t.tensor_type == b[name].tensor_type
+        np.testing.assert_array_equal(t.data, b[name].data)
     with pytest.raises(ValueError, match="not an omnivoice.cpp codec"):
         convert_cpp_codec(ours, tmp_path / "again.gguf")
 
@@ -266,7 +270,7 @@ def test_k_quant_lm_close_to_f32(ktype: str, wide_hf: Path, wide_f32: Path, wide
     err = float(np.abs(got - wide_logits).max() / np.abs(wide_logits).max())
     # The same weights dequantised to F32: what is left is ggml's Q8_K rounding of the activations.
     dequantised = tmp_path / "dequantised.gguf"
-    cpp_layout.write_cpp_lm(dst, dequantised, 0, qtype=lambda name, shape: "f32")
+    cpp_layout.write_cpp_lm(dst, dequantised, None, qtype=lambda name, shape: "f32")
     exact = _logits(dequantised)
     err_dq = float(np.abs(got - exact).max() / np.abs(exact).max())
     assert 0 < err <= K_TOLERANCE[ktype]

@@ -43,10 +43,7 @@ Qwen3HParams Qwen3HParams::load(const GGUFFile & f) {
     hp.audio_codebook_weights = f.get_number_array("omnivoice.audio_codebook_weights");
 
     const auto bad = [&](const std::string & what) { throw ModelFormatError(f.path() + ": " + what); };
-    // Absent from omnivoice.cpp's files, where it equals key_length by construction.
-    if (f.has_key(a + "attention.value_length") && f.get_u32(a + "attention.value_length") != hp.n_embd_head) {
-        bad("value_length differs from key_length");
-    }
+    if (f.get_u32(a + "attention.value_length") != hp.n_embd_head) bad("value_length differs from key_length");
     if (hp.n_layer <= 0 || hp.n_embd <= 0 || hp.n_ff <= 0 || hp.n_embd_head <= 0 || hp.n_ctx_train <= 0) {
         bad("zero-sized hyper-parameter");
     }
