@@ -18,7 +18,6 @@ from typing import Any
 import gguf
 import numpy as np
 
-from ..gguf_meta import read_metadata
 from .codec import CODEC_ARCH, gguf_name, is_training_only
 from .writer import PlannedTensor, WrittenFile, write_gguf
 
@@ -34,16 +33,22 @@ _WRITER_KEYS = {"general.architecture", "general.alignment"}
 
 
 def is_cpp_codec(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a codec GGUF in omnivoice.cpp's layout (read from its metadata only).
+    """Whether ``path`` is a codec GGUF in omnivoice.cpp's layout (read from its header only).
 
     Ours always has ``omnivoice.n_quantizers``; theirs never does. A file that is no readable
     GGUF is not theirs either (the loader reports what is wrong with it).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
     """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no such GGUF file: {path}")
     try:
-        md = read_metadata(path, ("general.architecture", "omnivoice.n_quantizers"))
-    except ValueError:
+        fields = gguf.GGUFReader(path).fields
+    except (ValueError, IndexError, OSError):  # not a GGUF, truncated, empty
         return False
-    return md.get("general.architecture") == CODEC_ARCH and "omnivoice.n_quantizers" not in md
+    arch = fields.get("general.architecture")
+    return arch is not None and arch.contents() == CODEC_ARCH and "omnivoice.n_quantizers" not in fields
 
 
 def _value(field: Any) -> tuple[Any, gguf.GGUFValueType, gguf.GGUFValueType | None]:

@@ -1,7 +1,7 @@
 """omnivoice.cpp's GGUF files load in omnivoice and give what ours give.
 
 Their files are rebuilt here from ours as their architecture document describes
-(tests/cpp_layout.py). Expected values: generation from our own files of the tiny checkpoint
+(tests/e2e/cpp_layout.py). Expected values: generation from our own files of the tiny checkpoint
 (greedy, F32) and upstream's tokenizer ids (tests/data/fixtures/prompts.*); for the K-quants, the
 F32 logits of a small random checkpoint whose rows are multiples of 256.
 """
@@ -15,6 +15,7 @@ import sys
 import types
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import Callable
 
 import gguf
 import numpy as np
@@ -26,15 +27,18 @@ from omnivoice.convert.__main__ import main as convert_main
 from omnivoice.convert.lm import LMHparams
 from omnivoice.convert.config import Config
 from omnivoice.convert.omnivoice_cpp import convert_cpp_codec, is_cpp_codec
-from omnivoice.gguf_meta import read_metadata
 from omnivoice.model_files import resolve_model
 from omnivoice.tokenizer import TextTokenizer
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 # The helpers that build omnivoice.cpp-layout files (tests/ is not a package).
 _spec = importlib.util.spec_from_file_location("cpp_layout", Path(__file__).parent / "cpp_layout.py")
 cpp_layout = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cpp_layout)
+def read_metadata(path: Path) -> dict:
+    return {k: f.contents() for k, f in gguf.GGUFReader(path).fields.items() if not k.startswith("GGUF.")}
+
+
 GREEDY = {"num_step": 4, "position_temperature": 0.0, "class_temperature": 0.0}
 
 
@@ -73,9 +77,9 @@ def test_their_files_generate_what_ours_generate(tiny_model_dir: Path, cpp_dir: 
         np.testing.assert_array_equal(got, want)
 
 
-def test_their_quantised_lm_equals_ours(tiny_model_dir: Path, cpp_dir: Path, tmp_path: Path) -> None:
+def test_their_quantised_lm_equals_ours(tiny_gguf: Callable[..., Path], cpp_dir: Path) -> None:
     backend = _core.Backend(1)
-    ours = _core.LM(str(convert_lm(DATA / "tiny_hf", tmp_path / "q8.gguf", "Q8_0").path), backend)
+    ours = _core.LM(str(tiny_gguf("lm", "Q8_0")), backend)
     theirs = _core.LM(str(cpp_dir / "omnivoice-base-Q8_0.gguf"), backend)
     assert theirs.metadata["general.file_type"] == "Q8_0"
     ids = np.random.default_rng(0).integers(0, 1024, (8, 40)).astype(np.int32)
