@@ -163,7 +163,7 @@ def _add_metadata(w: gguf.GGUFWriter, hp: LMHparams, vocab: TextVocab, file_type
 
 def _bumped(il: int, n_layer: int) -> bool:
     # omnivoice.cpp's Q4_K_M layers (tools/quantize.cpp): the first ninth, the last seventh and
-    # every third layer; 12 of 28.
+    # every third layer; 14 of 28.
     return il < n_layer // 9 or il >= n_layer - n_layer // 7 or il % 3 == 0
 
 

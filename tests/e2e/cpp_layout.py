@@ -20,8 +20,6 @@ with the layout's differences applied:
 
 from __future__ import annotations
 
-import json
-import struct
 from collections.abc import Callable
 from pathlib import Path
 
@@ -119,17 +117,3 @@ def write_cpp_codec(ours: Path, dst: Path) -> None:
     for name in sorted(renamed):
         writer.add_tensor(name, np.asarray(renamed[name].data), raw_dtype=renamed[name].tensor_type)
     _finish(writer)
-
-
-def write_safetensors(path: Path, tensors: dict[str, np.ndarray]) -> None:
-    """A float32 safetensors file: u64 header size, JSON header, raw little-endian data."""
-    header, offset = {}, 0
-    for name, a in tensors.items():
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
-        offset += a.nbytes
-    blob = json.dumps(header).encode()
-    blob += b" " * (-len(blob) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(blob)) + blob)
-        for a in tensors.values():
-            f.write(np.ascontiguousarray(a, dtype="<f4").tobytes())
