@@ -14,6 +14,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ def codec_in_our_layout(codec: Path) -> Path:
     return out
 
 
-def _hub_module():  # noqa: ANN202 (huggingface_hub is optional)
+def _hub_module() -> ModuleType:
     try:
         import huggingface_hub
     except ImportError as e:
