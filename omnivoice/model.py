@@ -119,11 +119,14 @@ class OmniVoice:
 
         Args:
             model: The LM GGUF (``omnivoice-base-*.gguf``; the codec GGUF is found beside it), a
-                directory holding both GGUFs, a Hugging Face snapshot directory (converted once
-                into ``~/.cache/omnivoice``), or a Hub id such as ``"k2-fsa/OmniVoice"``.
-            codec: The codec GGUF, when it is not beside the LM.
+                directory holding both GGUFs (ours or omnivoice.cpp's), a Hugging Face snapshot
+                directory (converted once into ``~/.cache/omnivoice``), or a Hub id such as
+                ``"k2-fsa/OmniVoice"`` or that of a repository of GGUFs.
+            codec: The codec GGUF, when it is not beside the LM. An omnivoice.cpp codec file is
+                converted once into the cache.
             n_threads: CPU threads; ``None`` uses every core.
-            convert_type: LM weight type used when a snapshot must be converted.
+            convert_type: LM weight type a snapshot is converted to, or downloaded from a Hub
+                repository of GGUFs.
         """
         files = resolve_model(model, codec, convert_type=convert_type)
         backend = _core.Backend(n_threads or 0)
