@@ -118,6 +118,7 @@ def run_batch(
     defaults: Optional[dict[str, Any]] = None,
     manifest: Union[str, os.PathLike, None] = None,
     batch_size: int = 1,
+    actor_start_timeout: int = 600,
     progress: Union[bool, Callable[[int, int, float], None]] = False,
     **generate_kwargs: Any,
 ) -> BatchSummary:
@@ -139,6 +140,8 @@ def run_batch(
         defaults: Values for keys a request does not give (``lang``, ``instruct``, ``seed``, ...).
         manifest: Where to write the manifest; default ``output_dir/manifest.jsonl``.
         batch_size: Requests handed to an actor at a time (each is still generated alone).
+        actor_start_timeout: Seconds to wait for all actors to start and load the model before
+            any request is handed out; past it the job fails.
         progress: ``True`` for a status line on stderr (when it is a terminal), or a callable
             ``progress(done, failed, audio_seconds)`` called as results come in.
         **generate_kwargs: Settings for every request (``num_step``, ``guidance_scale``, ...).
@@ -147,8 +150,8 @@ def run_batch(
         The counts of the run; the manifest has the details.
 
     Raises:
-        ValueError: ``actors``, ``threads_per_actor`` or ``batch_size`` below 1 or more than the
-            cluster holds, or a bad ``fmt`` or setting.
+        ValueError: ``actors``, ``threads_per_actor``, ``batch_size`` or ``actor_start_timeout``
+            below 1, more CPUs than the cluster holds, or a bad ``fmt`` or setting.
         FileNotFoundError: The model or the requests file does not exist.
     """
     from .audio import _check_format
@@ -156,7 +159,7 @@ def run_batch(
     from .model_files import resolve_model
 
     for name, value in (("actors", actors), ("threads_per_actor", threads_per_actor or 1),
-                        ("batch_size", batch_size)):
+                        ("batch_size", batch_size), ("actor_start_timeout", actor_start_timeout)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     _check_format(fmt)
@@ -196,7 +199,7 @@ def run_batch(
                 todo.append(req)
         if todo:
             for row in _map_on_ray(todo, str(files.lm), str(files.codec), actors, threads_per_actor, fmt,
-                                   batch_size, generate_kwargs):
+                                   batch_size, actor_start_timeout, generate_kwargs):
                 record(row)
     return BatchSummary(total=len(parsed), ok=counts["ok"], failed=counts["failed"], skipped=counts["skipped"],
                         audio_seconds=audio_seconds, wall_seconds=time.monotonic() - start,
@@ -204,15 +207,14 @@ def run_batch(
 
 
 def _map_on_ray(todo: list[BatchRequest], lm: str, codec: str, actors: int, threads: Optional[int], fmt: str,
-                batch_size: int, generate_kwargs: dict[str, Any]) -> Iterable[dict[str, Any]]:
+                batch_size: int, actor_start_timeout: int, generate_kwargs: dict[str, Any]
+                ) -> Iterable[dict[str, Any]]:
     """The rows of the requests in ``todo`` as the actors finish them (any order)."""
     import ray
     import ray.data
 
     init()
     threads = _threads_per_actor(min(actors, len(todo)), threads)
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = False  # ours instead
     # Neighbours share voices, and an actor takes neighbouring batches: a voice is encoded once
     # per actor that meets it. Requests are JSON strings, so Arrow sees one string column.
     ordered = sorted(todo, key=lambda r: r.voice_key or ())
@@ -225,5 +227,9 @@ def _map_on_ray(todo: list[BatchRequest], lm: str, codec: str, actors: int, thre
         fn_constructor_kwargs=dict(lm=lm, codec=codec, n_threads=threads, fmt=fmt,
                                    generate_kwargs=generate_kwargs),
     )
+    ds.context.enable_progress_bars = False  # ours instead
+    # All actors load their model before work is handed out (else the first one up takes it all
+    # while the others load), and an actor that cannot start is an error, not a wait forever.
+    ds.context.wait_for_min_actors_s = actor_start_timeout
     for row in ds.iter_rows():
         yield json.loads(row["row"])
