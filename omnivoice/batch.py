@@ -162,19 +162,24 @@ class BatchRunner:
     Args:
         model: A loaded :class:`omnivoice.OmniVoice`.
         fmt: WAV format: ``wav16``, ``wav24`` or ``wav32``.
+        sample_rate: Rate of the files (resampled with soxr); ``None`` keeps the model's 24 kHz.
         voice_cache: How many encoded voice prompts to keep.
         **generate_kwargs: Settings for every request (``num_step``, ``guidance_scale``,
             ``denoise``, ``preprocess_prompt``, ...: fields of ``OmniVoiceGenerationConfig``).
     """
 
-    def __init__(self, model: Any, fmt: str = "wav16", voice_cache: int = 64, **generate_kwargs: Any) -> None:
-        from .audio import _check_format
+    def __init__(self, model: Any, fmt: str = "wav16", sample_rate: Optional[int] = None, voice_cache: int = 64,
+                 **generate_kwargs: Any) -> None:
+        from .audio import _check_format, _check_rate
         from .model import OmniVoiceGenerationConfig
 
         _check_format(fmt)
+        if sample_rate is not None:
+            _check_rate(sample_rate)
         OmniVoiceGenerationConfig.from_dict(generate_kwargs).validate()
         self.model = model
         self.fmt = fmt
+        self.sample_rate = sample_rate
         self.generate_kwargs = generate_kwargs
         self.voice_cache = voice_cache
         self._voices: OrderedDict[tuple[str, ...], Any] = OrderedDict()
@@ -221,8 +226,6 @@ class BatchRunner:
         Raises:
             Whatever generating or writing raised; :meth:`run_or_report` reports it instead.
         """
-        from .audio import write_wav
-
         start = time.perf_counter()
         encoded = self.voices_encoded
         audio = self.generate(req, progress)
@@ -230,7 +233,7 @@ class BatchRunner:
         out.parent.mkdir(parents=True, exist_ok=True)
         partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
         try:
-            write_wav(partial, audio, self.model.sampling_rate, self.fmt)
+            write_audio_file(partial, audio, self.model.sampling_rate, self.sample_rate, self.fmt)
             os.replace(partial, out)
         finally:
             partial.unlink(missing_ok=True)
@@ -254,3 +257,16 @@ class BatchRunner:
 def failed_row(id: int, output: Optional[str], error: str, **extra: Any) -> dict[str, Any]:
     """The manifest row of a request that failed."""
     return {"id": id, "output": output, "status": "failed", "error": error, **extra}
+
+
+def write_audio_file(path: Union[str, os.PathLike], audio: Any, model_rate: int, rate: Optional[int],
+                     fmt: str) -> None:
+    """Writes a WAV at ``rate`` (resampled from ``model_rate`` with soxr; ``None``: as it is)."""
+    from .audio import write_wav
+
+    if rate is not None and rate != model_rate:
+        import numpy as np
+        import soxr
+
+        audio = soxr.resample(audio, model_rate, rate).astype(np.float32)
+    write_wav(path, audio, rate or model_rate, fmt)

@@ -48,11 +48,12 @@ class BatchSummary:
 class _Synthesizer:
     """A Ray Data actor: loads the model once, then makes each request of a batch into a file."""
 
-    def __init__(self, lm: str, codec: str, n_threads: int, fmt: str, generate_kwargs: dict[str, Any]) -> None:
+    def __init__(self, lm: str, codec: str, n_threads: int, fmt: str, sample_rate: Optional[int],
+                 generate_kwargs: dict[str, Any]) -> None:
         from .model import OmniVoice
 
         self.runner = BatchRunner(OmniVoice.from_pretrained(lm, codec=codec, n_threads=n_threads), fmt,
-                                  **generate_kwargs)
+                                  sample_rate, **generate_kwargs)
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[str]]:
@@ -115,6 +116,7 @@ def run_batch(
     actors: int = 1,
     threads_per_actor: Optional[int] = None,
     fmt: str = "wav16",
+    sample_rate: Optional[int] = None,
     defaults: Optional[dict[str, Any]] = None,
     manifest: Union[str, os.PathLike, None] = None,
     batch_size: int = 1,
@@ -137,6 +139,7 @@ def run_batch(
         threads_per_actor: CPU threads (and Ray CPUs) per actor; default: the cluster's CPUs
             divided among the actors.
         fmt: WAV format: ``wav16``, ``wav24`` or ``wav32``.
+        sample_rate: Rate of the files (resampled with soxr); ``None`` keeps the model's 24 kHz.
         defaults: Values for keys a request does not give (``lang``, ``instruct``, ``seed``, ...).
         manifest: Where to write the manifest; default ``output_dir/manifest.jsonl``.
         batch_size: Requests handed to an actor at a time (each is still generated alone).
@@ -154,7 +157,7 @@ def run_batch(
             below 1, more CPUs than the cluster holds, or a bad ``fmt`` or setting.
         FileNotFoundError: The model or the requests file does not exist.
     """
-    from .audio import _check_format
+    from .audio import _check_format, _check_rate
     from .model import OmniVoiceGenerationConfig
     from .model_files import resolve_model
 
@@ -163,6 +166,8 @@ def run_batch(
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     _check_format(fmt)
+    if sample_rate is not None:
+        _check_rate(sample_rate)
     OmniVoiceGenerationConfig.from_dict(generate_kwargs).validate()
     files = resolve_model(model, codec)
     start = time.monotonic()
@@ -198,7 +203,8 @@ def run_batch(
             else:
                 todo.append(req)
         if todo:
-            for row in _map_on_ray(todo, str(files.lm), str(files.codec), actors, threads_per_actor, fmt,
+            writer = dict(fmt=fmt, sample_rate=sample_rate)
+            for row in _map_on_ray(todo, str(files.lm), str(files.codec), actors, threads_per_actor, writer,
                                    batch_size, actor_start_timeout, generate_kwargs):
                 record(row)
     return BatchSummary(total=len(parsed), ok=counts["ok"], failed=counts["failed"], skipped=counts["skipped"],
@@ -206,8 +212,8 @@ def run_batch(
                         manifest=manifest_path)
 
 
-def _map_on_ray(todo: list[BatchRequest], lm: str, codec: str, actors: int, threads: Optional[int], fmt: str,
-                batch_size: int, actor_start_timeout: int, generate_kwargs: dict[str, Any]
+def _map_on_ray(todo: list[BatchRequest], lm: str, codec: str, actors: int, threads: Optional[int],
+                writer: dict[str, Any], batch_size: int, actor_start_timeout: int, generate_kwargs: dict[str, Any]
                 ) -> Iterable[dict[str, Any]]:
     """The rows of the requests in ``todo`` as the actors finish them (any order)."""
     import ray
@@ -224,8 +230,8 @@ def _map_on_ray(todo: list[BatchRequest], lm: str, codec: str, actors: int, thre
     ds = ds.map_batches(
         _Synthesizer, batch_size=batch_size, batch_format="numpy",
         compute=ray.data.ActorPoolStrategy(size=min(actors, len(todo))), num_cpus=threads,
-        fn_constructor_kwargs=dict(lm=lm, codec=codec, n_threads=threads, fmt=fmt,
-                                   generate_kwargs=generate_kwargs),
+        fn_constructor_kwargs=dict(lm=lm, codec=codec, n_threads=threads, generate_kwargs=generate_kwargs,
+                                   **writer),
     )
     ds.context.enable_progress_bars = False  # ours instead
     # All actors load their model before work is handed out (else the first one up takes it all

@@ -116,7 +116,7 @@ def test_stream_concatenates_to_generate(model: OmniVoice, clone: bool) -> None:
         enc = np.load(FIXTURES / "codec_encode.npz")
         kw["voice_clone_prompt"] = model.create_voice_clone_prompt((enc["audio_24k"], 24000), "Nice to meet you.")
     whole = model.generate(LONG_TEXT, **kw)[0]
-    chunks = list(model.generate_stream(LONG_TEXT, **kw))
+    chunks = list(model.generate_stream(LONG_TEXT, split="chunk", **kw))
     assert len(chunks) >= 3 and [c.index for c in chunks] == list(range(len(chunks)))
     streamed = np.concatenate([c.audio for c in chunks])
     if clone:
