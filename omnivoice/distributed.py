@@ -15,6 +15,7 @@ it encoded, so requests sharing a reference encode it once per actor.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -239,3 +240,65 @@ def _map_on_ray(todo: list[BatchRequest], lm: str, codec: str, actors: int, thre
     ds.context.wait_for_min_actors_s = actor_start_timeout
     for row in ds.iter_rows():
         yield json.loads(row["row"])
+
+
+# ---------------------------------------------------------------------------------- Ray Serve
+
+
+class _ServerReplica:
+    """The class Serve instantiates per replica; its HTTP surface is the app ``serve.ingress`` builds."""
+
+
+def serve_app(model: Union[str, os.PathLike], settings: Any = None, replicas: int = 1,
+              threads: Optional[int] = None) -> Any:
+    """The ``omnivoice-server`` app as a Ray Serve application of ``replicas`` replicas.
+
+    Each replica builds the same FastAPI app (``omnivoice.server.create_app``) and loads its own
+    model (one model's memory per replica); Serve's proxy spreads requests over them, streaming
+    responses included. Deploy it with ``ray.serve.run(serve_app(...))``.
+
+    Args:
+        model: GGUF paths or directory as ``OmniVoice.from_pretrained`` takes; every node running a
+            replica must see it at this path.
+        settings: ``omnivoice.server.ServerSettings``; ``voices_dir`` should be a directory all
+            replicas share (saved voices are files there). ``wyoming`` is not served through Serve.
+        replicas: How many replicas.
+        threads: CPU threads (and Ray CPUs) per replica; default 1.
+
+    Raises:
+        ValueError: ``replicas`` or ``threads`` below 1, or a Wyoming address in ``settings``.
+    """
+    from ray import serve
+
+    from .server import ServerSettings, create_app
+
+    settings = settings or ServerSettings()
+    for name, value in (("replicas", replicas), ("threads", threads or 1)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if settings.wyoming:
+        raise ValueError("wyoming is not served through Ray Serve: run omnivoice-server --wyoming without --ray-serve")
+    settings = dataclasses.replace(settings, threads=threads or 1)
+    settings.validate()
+    model = str(model)
+
+    def build() -> Any:  # run on each replica: every one builds its own app and loads its own model
+        return create_app(model, settings)
+
+    ingress = serve.ingress(build)(_ServerReplica)
+    deployment = serve.deployment(ingress, name="omnivoice", num_replicas=replicas,
+                                  ray_actor_options={"num_cpus": settings.threads})
+    return deployment.bind()
+
+
+def build_serve_app(args: dict[str, str]) -> Any:
+    """Builder for ``serve run omnivoice.distributed:build_serve_app model=DIR replicas=2 threads=1``
+    (also the ``import_path`` of a Serve config file, with ``args``)."""
+    unknown = sorted(set(args) - {"model", "replicas", "threads", "voices_dir", "api_key"})
+    if unknown or "model" not in args:
+        raise ValueError(f"serve args: model (required), replicas, threads, voices_dir, api_key; got {sorted(args)}")
+    from .server import ServerSettings
+
+    settings = ServerSettings(voices_dir=Path(args["voices_dir"]) if args.get("voices_dir") else None,
+                              api_key=args.get("api_key"))
+    return serve_app(args["model"], settings, int(args.get("replicas", 1)), int(args.get("threads", 1)))
