@@ -66,11 +66,15 @@ def init(address: Optional[str] = None, **kwargs: Any) -> None:
     """Starts a local Ray (``address=None``) or joins a cluster (``"auto"`` or ``"ray://host:10001"``
     / ``"host:6379"``), quietly: no dashboard, warnings only. ``kwargs`` go to ``ray.init``."""
     import ray
+    import ray.data
 
     if not ray.is_initialized():
         kwargs.setdefault("include_dashboard", False)
         kwargs.setdefault("logging_level", logging.WARNING)
         ray.init(address=address, **kwargs)
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # no per-job execution plans on stderr
+    # ... nor the warning that we turned Ray Data's bars off (the job shows its own)
+    logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)
 
 
 def _threads_per_actor(actors: int, threads: Optional[int]) -> int:
