@@ -341,9 +341,6 @@ class OmniVoice:
         wav, ref_rms = preprocess_reference(wav, self.sampling_rate, ref_text_given=True,
                                             preprocess=preprocess_prompt)
         wav = truncate_to_hop(wav, self.audio_tokenizer.hop_length)
-        if wav.size == 0:
-            raise ValueError(f"reference audio is shorter than one codec frame "
-                             f"({self.audio_tokenizer.hop_length} samples)")
         tokens = self.audio_tokenizer.encode(wav, self.sampling_rate)
         if preprocess_prompt:
             ref_text = add_punctuation(ref_text)

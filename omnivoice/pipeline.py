@@ -16,15 +16,15 @@ import numpy as np
 
 from . import _core
 from .audio_tokenizer import AudioTokenizer
-from .chunking import chunk_text_for_generation
-from .duration import estimate_target_tokens, resolve_target_lengths
+from .chunking import chunk_text_for_generation, contains_chinese
+from .duration import estimate_target_tokens, per_item, resolve_target_lengths
 from .lang_map import resolve_language
 from .maskgit import generate as maskgit_generate, pack_prompts
 from .postprocess import apply_volume, cross_fade_chunks, post_process_audio
 from .prompt import build_prompt
 from .streaming import AudioChunk, Cancelled, CancelCheck, PieceFinisher, TextPiece
 from .tokenizer import TextTokenizer
-from .voice_design import contains_chinese, resolve_instruct
+from .voice_design import resolve_instruct
 
 if TYPE_CHECKING:
     from .model import AudioInput, OmniVoiceGenerationConfig, VoiceClonePrompt
@@ -48,16 +48,6 @@ class GenerationItem:
     ref_tokens: Optional[np.ndarray] = None
     ref_rms: Optional[float] = None
     speed: float = 1.0
-
-
-def per_item(x: Any, n: int, what: str) -> list[Any]:
-    """Upstream's ``_ensure_list``: one value for all items, or one per item."""
-    xs = x if isinstance(x, list) else [x]
-    if len(xs) == 1:
-        return xs * n
-    if len(xs) != n:
-        raise ValueError(f"{what}: expected 1 or {n} values (one per text), got {len(xs)}")
-    return xs
 
 
 class Pipeline:
@@ -203,11 +193,12 @@ class Pipeline:
     def generate_tokens(self, items: Sequence[GenerationItem], config: OmniVoiceGenerationConfig,
                         rng: np.random.Generator, progress: Optional[Progress],
                         cancel: Optional[CancelCheck] = None) -> list[np.ndarray]:
-        """MaskGIT over a batch of items: one int32 ``[8, target_len]`` grid per item; ``cancel`` is
-        checked before every step."""
+        """MaskGIT over a batch of items: one int32 ``[num_audio_codebook, target_len]`` grid per item;
+        ``cancel`` is checked before every step."""
         prompts = [
             build_prompt(self.text_tokenizer, it.text, it.target_len, ref_text=it.ref_text,
-                         ref_codes=it.ref_tokens, lang=it.lang, instruct=it.instruct, denoise=config.denoise)
+                         ref_codes=it.ref_tokens, lang=it.lang, instruct=it.instruct, denoise=config.denoise,
+                         num_codebooks=self.lm.num_audio_codebook, mask_id=self.lm.audio_mask_id)
             for it in items
         ]
         batch = pack_prompts(prompts, guided=config.guidance_scale != 0)
@@ -224,7 +215,7 @@ class Pipeline:
             return logits
 
         try:
-            tokens = maskgit_generate(forward, batch, config, rng)
+            tokens = maskgit_generate(forward, batch, config, rng, mask_id=self.lm.audio_mask_id)
         finally:
             # The session holds the graph's buffers: free them now, not when a Cancelled's
             # traceback (which keeps this frame) is dropped.

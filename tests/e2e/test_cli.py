@@ -15,7 +15,7 @@ import soundfile as sf
 
 from omnivoice.cli import main
 
-FIXTURES = Path(__file__).parent / "data" / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"
 FAST = ["--steps", "2", "--duration", "0.6", "--threads", "1", "-q"]
 
 
@@ -55,6 +55,7 @@ def test_formats_and_saved_voice(tiny_model_dir: Path, ref_wav: Path, tmp_path: 
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_stdout_stream_is_a_playable_wav(tiny_model_dir: Path) -> None:
     # A real process: stdout must carry nothing but the WAV stream.
     proc = subprocess.run(
