@@ -19,10 +19,11 @@ from omnivoice.cli import main
 
 ray = pytest.importorskip("ray")
 
-# Ray and Ray Data warn about their own deprecated settings on import and start-up.
-pytestmark = pytest.mark.filterwarnings(r"ignore:::(ray|pyarrow|pandas)(\..*)?")
+# Ray and Ray Data warn about their own deprecated settings on import and start-up. Slow: Ray's
+# start-up and the actors' take tens of seconds on 2 busy cores.
+pytestmark = [pytest.mark.filterwarnings(r"ignore:::(ray|pyarrow|pandas)(\..*)?"), pytest.mark.slow]
 
-FIXTURES = Path(__file__).parent / "data" / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"
 FAST = ["--steps", "2", "--duration", "0.6", "--threads", "1", "--format", "wav32", "-q"]
 BAD = 6  # the request whose reference file is missing
 JOB_TIMEOUT_S = 300  # Ray start-up is slow on a busy 2-core machine, but never this slow
