@@ -109,6 +109,7 @@ def test_missing_model_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
     assert len(err.splitlines()) == 1 and "model not found" in err
 
 
+@pytest.mark.slow
 def test_stdin_is_spoken_as_it_arrives(tiny_model_dir: Path) -> None:
     # A real process whose stdin stays open: the first sentence's audio must come out before the
     # rest of the text is even written.

@@ -23,7 +23,7 @@ from omnivoice.streaming import (
     split_long,
 )
 
-FIXTURES = Path(__file__).parent / "data" / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"
 MEASURE = speech_seconds(25.0)
 
 MIXED = ('Mr. Smith paid $3.50 for it. "Really?" she asked! J. R. R. Tolkien wrote e.g. books.\n'
@@ -141,11 +141,6 @@ def test_finisher_removes_silence_like_generate() -> None:
 # ------------------------------------------------------------------ on the tiny model
 
 @pytest.fixture(scope="module")
-def model(tiny_model_dir: Path) -> OmniVoice:
-    return OmniVoice.from_pretrained(tiny_model_dir, n_threads=1)
-
-
-@pytest.fixture(scope="module")
 def voice(model: OmniVoice):
     enc = np.load(FIXTURES / "codec_encode.npz")
     return model.create_voice_clone_prompt((enc["audio_24k"], 24000), "Nice to meet you.")
@@ -169,6 +164,7 @@ def _spy_tokens(model: OmniVoice, monkeypatch: pytest.MonkeyPatch) -> list:
     return calls
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("clone", [True, False])
 def test_stream_is_generate_on_the_same_pieces(model: OmniVoice, voice, monkeypatch: pytest.MonkeyPatch,
                                                clone: bool) -> None:
@@ -199,6 +195,7 @@ def test_single_piece_stream_is_generate(model: OmniVoice) -> None:
     np.testing.assert_array_equal(chunk.audio, model.generate("  Just one sentence.  ", **kw)[0])
 
 
+@pytest.mark.slow
 def test_fragments_are_spoken_as_they_come(model: OmniVoice, voice) -> None:
     words = TEXT.split(" ")
     fed = []
