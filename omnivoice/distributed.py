@@ -28,8 +28,6 @@ from typing import Any, Callable, Iterable, Optional, Union
 
 from .batch import BatchRequest, BatchRunner, RequestError, failed_row, read_requests, validate_requests
 
-logger = logging.getLogger(__name__)
-
 MANIFEST_NAME = "manifest.jsonl"
 
 
@@ -84,7 +82,7 @@ def _threads_per_actor(actors: int, threads: Optional[int]) -> int:
     nodes = [n["Resources"].get("CPU", 0) for n in ray.nodes() if n.get("Alive")]
     total, biggest = int(sum(nodes)), int(max(nodes, default=0))
     n = threads or max(1, min(biggest, total // actors))
-    # Ray Data would wait forever for actors that cannot be placed: refuse instead.
+    # Actors that cannot be placed would only fail after actor_start_timeout: refuse at once.
     if n > biggest or n * actors > total:
         raise ValueError(f"--actors {actors} x --threads {n} needs {n * actors} CPUs, one actor {n} on "
                          f"one node; the Ray cluster has {total} CPUs, at most {biggest} on one node")

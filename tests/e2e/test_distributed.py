@@ -119,3 +119,13 @@ def test_ray_job_equals_plain_batch_fails_alone_and_resumes(
     assert Counter(r["status"] for r in rows.values()) == {"skipped": 11, "failed": 1}
     assert {p.name: p.stat().st_mtime_ns for p in on_ray.glob("*.wav")} == mtimes
     assert not list(on_ray.glob(".*.partial"))
+
+
+def test_more_cpus_than_the_cluster_is_refused_at_once(local_ray: None, jobs: tuple[Path, Path, list[dict]],
+                                                       tiny_model_dir: Path, tmp_path: Path) -> None:
+    from omnivoice.distributed import run_batch
+
+    with pytest.raises(ValueError, match="--actors 3 x --threads 1 needs 3 CPUs.* has 2 CPUs"):
+        run_batch(jobs[0], tmp_path, tiny_model_dir, actors=3, threads_per_actor=1)
+    with pytest.raises(ValueError, match="--actors 1 x --threads 4 needs 4 CPUs"):
+        run_batch(jobs[0], tmp_path, tiny_model_dir, actors=1, threads_per_actor=4)
