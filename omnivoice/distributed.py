@@ -304,3 +304,25 @@ def build_serve_app(args: dict[str, str]) -> Any:
     settings = ServerSettings(voices_dir=Path(args["voices_dir"]) if args.get("voices_dir") else None,
                               api_key=args.get("api_key"))
     return serve_app(args["model"], settings, int(args.get("replicas", 1)), int(args.get("threads", 1)))
+
+
+def run_serve(model: Union[str, os.PathLike], settings: Any = None, replicas: int = 1, threads: Optional[int] = None,
+              host: str = "127.0.0.1", port: int = 8000, address: Optional[str] = None) -> None:
+    """Deploys :func:`serve_app` with Serve's HTTP proxy on ``host:port`` and serves until
+    interrupted (``omnivoice-server --ray-serve``); then takes the deployment down.
+
+    Args:
+        address: Ray cluster to join, as for :func:`init`; ``None`` starts a local Ray.
+    """
+    from ray import serve
+
+    app = serve_app(model, settings, replicas, threads)  # bad arguments fail before Ray starts
+    init(address)
+    serve.start(http_options={"host": host, "port": port})
+    try:
+        serve.run(app, name="omnivoice")
+        print(f"omnivoice-server: {replicas} replica(s) behind Ray Serve on http://{host}:{port}", file=sys.stderr)
+        while True:
+            time.sleep(3600)
+    finally:
+        serve.shutdown()
