@@ -28,13 +28,14 @@ DATA = Path(__file__).parent / "data"
 FRAME_RATE = 25
 
 
-@pytest.fixture(scope="module")
-def lm(tmp_path_factory: pytest.TempPathFactory) -> object:
+@pytest.fixture(scope="module", params=[False, True], ids=["custom-ops", "stock-ops"])
+def lm(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> object:
     path = tmp_path_factory.mktemp("tiny") / "omnivoice-base-F32.gguf"
     convert_lm(DATA / "tiny_hf", path)
     # One thread: the tiny model gains nothing from more, and threads that wait on each
-    # other are slow when the cores are shared with other jobs.
-    return _core.LM(str(path), _core.Backend(1))
+    # other are slow when the cores are shared with other jobs. Our CPU ops, then the stock
+    # ggml ops a GPU backend takes.
+    return _core.LM(str(path), _core.Backend(1, stock_ops=request.param))
 
 
 @pytest.fixture(scope="module")

@@ -39,10 +39,11 @@ def tok(tiny_codec_gguf: Path) -> AudioTokenizer:
     return AudioTokenizer.from_file(tiny_codec_gguf, n_threads=2)
 
 
-@pytest.fixture(scope="module")
-def core(tiny_codec_gguf: Path) -> _core.Codec:
-    """The core codec, for the intermediates the public API does not expose."""
-    return _core.Codec(str(tiny_codec_gguf), _core.Backend(2))
+@pytest.fixture(scope="module", params=[False, True], ids=["custom-ops", "stock-ops"])
+def core(tiny_codec_gguf: Path, request: pytest.FixtureRequest) -> _core.Codec:
+    """The core codec, for the intermediates the public API does not expose, with our CPU ops and
+    with the stock ggml ops a GPU backend takes."""
+    return _core.Codec(str(tiny_codec_gguf), _core.Backend(2, stock_ops=request.param))
 
 
 def test_encode_stages_match_reference(core: _core.Codec, ref: dict[str, np.ndarray]) -> None:

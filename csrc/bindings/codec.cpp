@@ -28,7 +28,10 @@ void bind_codec(py::module_ & m) {
         .def_property_readonly("codebook_size", [](const ov::Codec & c) { return c.hparams().codebook_size; })
         .def_property_readonly("has_encoder", [](const ov::Codec & c) { return c.hparams().has_encoder; })
         .def_property("fused_snake", &ov::Codec::fused_snake, &ov::Codec::set_fused_snake,
-                      "Use the fused Snake op (default), or the composed form of stock ggml ops.")
+                      "Use the fused Snake op (default), or the composed form of stock ggml ops (always "
+                      "with stock_ops).")
+        .def_property_readonly("stock_ops", &ov::Codec::stock_ops,
+                               "Whether the graphs use stock ggml ops only (the backend's stock_ops).")
         .def(
             "decode",
             [](ov::Codec & c, const py::array & codes) {

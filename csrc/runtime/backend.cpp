@@ -1,5 +1,7 @@
 #include "runtime/backend.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -8,7 +10,13 @@
 
 namespace ov {
 
-Backend::Backend(int n_threads, bool cpu_only) {
+// OMNIVOICE_STOCK_OPS set to anything but "" or "0".
+static bool stock_ops_from_env() {
+    const char * v = std::getenv("OMNIVOICE_STOCK_OPS");
+    return v && *v && std::strcmp(v, "0") != 0;
+}
+
+Backend::Backend(int n_threads, bool cpu_only, bool force_stock_ops) {
     backend_ = cpu_only ? nullptr : ggml_backend_init_best();
     if (!backend_) {
         backend_ = ggml_backend_cpu_init();
@@ -16,6 +24,7 @@ Backend::Backend(int n_threads, bool cpu_only) {
     if (!backend_) {
         throw std::runtime_error("ggml: no compute backend could be initialised");
     }
+    stock_ops_ = !is_cpu() || force_stock_ops || stock_ops_from_env();
     set_n_threads(n_threads);
 }
 

@@ -73,12 +73,12 @@ CodecHParams CodecHParams::from_gguf(const GGUFFile & f) {
 }
 
 Codec::Codec(const std::string & path, BackendPtr backend) : backend_(std::move(backend)) {
-    // The convolutions are CPU custom ops (ggml has no fast 1-D conv of its own): next to a GPU
-    // backend the codec runs on a CPU backend of its own, with as many threads.
-    if (!backend_->is_cpu()) backend_ = std::make_shared<Backend>(backend_->n_threads(), /*cpu_only =*/true);
+    // Off the CPU (or when forced) every graph is built from stock ggml ops: the fast CPU path's
+    // convolutions, Snake, norms and RVQ search are custom ops.
+    opt_.stock_ops = backend_->stock_ops();
     file_ = std::make_unique<GGUFFile>(path, kArch, *backend_);
     hp_ = CodecHParams::from_gguf(*file_);
-    derived_ = std::make_unique<DerivedWeights>(kMaxDerivedTensors);
+    derived_ = std::make_unique<DerivedWeights>(kMaxDerivedTensors, opt_.stock_ops);
 
     quantizer_.load_decode(*file_, "quantizer", hp_.n_quantizers, hp_.codebook_size, hp_.codebook_dim,
                            hp_.rvq_hidden);
@@ -179,7 +179,7 @@ EncodeResult Codec::encode(const float * wave, int64_t n_samples, const float * 
     ggml_set_input(wave16_in);
     // latent: [rvq_hidden, T]; codes: [T, n_q]
     ggml_tensor * latent = encoder_->build(ctx.get(), plan, wave_in, wave16_in, opt_);
-    ggml_tensor * codes = quantizer_.encode(ctx.get(), latent);
+    ggml_tensor * codes = quantizer_.encode(ctx.get(), latent, opt_);
     ggml_set_output(codes);
 
     ggml_cgraph * graph = ggml_new_graph_custom(ctx.get(), kEncodeGraphSize, false);

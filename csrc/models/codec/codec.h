@@ -62,9 +62,12 @@ public:
     const GGUFFile & file() const { return *file_; }
     const BackendPtr & backend() const { return backend_; }
 
-    // Use the fused Snake op (default), or the composed form of stock ggml ops.
+    // Use the fused Snake op (default), or the composed form of stock ggml ops (always taken
+    // with stock ops).
     void set_fused_snake(bool fused) { opt_.fused_snake = fused; }
-    bool fused_snake() const { return opt_.fused_snake; }
+    bool fused_snake() const { return opt_.fused_snake && !opt_.stock_ops; }
+    // Whether the graphs use stock ggml ops only (the backend's stock_ops()).
+    bool stock_ops() const { return opt_.stock_ops; }
 
     // codes: n_q rows of T ids (row-major [n_q, T]) -> T * hop_length samples. `capture` names
     // graph intermediates (e.g. "rvq.sum", "fc2.out", "dec.blk2.res1.out") to copy out as well.

@@ -61,7 +61,7 @@ ggml_tensor * CodecEncoder::build(ggml_context * ctx, const EncodePlan & plan, g
                                   ggml_tensor * wave16, const GraphOptions & opt) const {
     // _extract_semantic_features: HuBERT on the padded 16 kHz signal, every n-th frame kept.
     ggml_tensor * x16 = ggml_pad_ext(ctx, wave16, kSemanticPad, kSemanticPad, 0, 0, 0, 0, 0, 0);
-    ggml_tensor * hub = build_hubert(ctx, semantic_model, hubert_hp, x16);  // [C, T_hubert]
+    ggml_tensor * hub = build_hubert(ctx, semantic_model, hubert_hp, x16, opt);  // [C, T_hubert]
     const int64_t n_kept = (hub->ne[1] + semantic_downsample - 1) / semantic_downsample;
     ggml_tensor * sem = ggml_view_2d(ctx, hub, hub->ne[0], n_kept, hub->nb[1] * semantic_downsample, 0);
     ggml_tensor * e_semantic = encoder_semantic.forward(ctx, ggml_cont(ctx, sem));  // [C_sem, T]

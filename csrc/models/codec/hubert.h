@@ -66,6 +66,6 @@ struct HubertWeights {
 // HubertModel(wave, output_hidden_states=True), then mean over the n_layer + 1 hidden states.
 // wave: [n_samples] f32 at 16 kHz. Returns [n_embd, n_frames].
 ggml_tensor * build_hubert(ggml_context * ctx, const HubertWeights & w, const HubertHParams & hp,
-                           ggml_tensor * wave);
+                           ggml_tensor * wave, const GraphOptions & opt);
 
 }  // namespace ov

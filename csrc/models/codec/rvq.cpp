@@ -44,6 +44,7 @@ void ResidualVectorQuantizer::load_encode(GGUFFile & file, DerivedWeights & deri
         w_out.push_back(vq.project_out.weight);
         b_out.push_back(vq.project_out.bias);
     }
+    if (derived.stock_ops()) return;  // the stock-op graph reads each codebook's own weights
     enc_w_in = derived.concat(w_in);
     enc_b_in = derived.concat(b_in);
     enc_embed = derived.concat(embed);
@@ -52,9 +53,29 @@ void ResidualVectorQuantizer::load_encode(GGUFFile & file, DerivedWeights & deri
 }
 
 // HiggsAudioV2TokenizerResidualVectorQuantization.encode
-ggml_tensor * ResidualVectorQuantizer::encode(ggml_context * ctx, ggml_tensor * x) const {
-    ggml_tensor * codes = ov_rvq_encode(ctx, x, enc_w_in, enc_b_in, enc_embed, enc_w_out, enc_b_out,
-                                        (int) quantizers.size());
+ggml_tensor * ResidualVectorQuantizer::encode(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt) const {
+    ggml_tensor * codes = nullptr;
+    if (!opt.stock_ops) {
+        codes = ov_rvq_encode(ctx, x, enc_w_in, enc_b_in, enc_embed, enc_w_out, enc_b_out, (int) quantizers.size());
+    } else {
+        ggml_tensor * residual = x;  // [hidden, T]
+        for (size_t q = 0; q < quantizers.size(); ++q) {
+            const VectorQuantizer & vq = quantizers[q];
+            // The nearest entry by the reference's distance -((|h|^2 - 2 h.e) + |e|^2), negated
+            // exactly as (2 h.e - |h|^2) - |e|^2; argmax takes the first index on ties, as torch.
+            ggml_tensor * h = vq.project_in.forward(ctx, residual);                        // [dim, T]
+            ggml_tensor * hh = ggml_sum_rows(ctx, ggml_sqr(ctx, h));                        // [1, T]
+            ggml_tensor * ee = ggml_sum_rows(ctx, ggml_sqr(ctx, vq.embed));                 // [1, size]
+            ggml_tensor * he2 = ggml_scale(ctx, ggml_mul_mat(ctx, vq.embed, h), 2.0f);     // [size, T]
+            ggml_tensor * score = ggml_sub(ctx, ggml_sub(ctx, he2, hh), ggml_reshape_2d(ctx, ee, ee->ne[1], 1));
+            ggml_tensor * ids = ggml_argmax(ctx, score);                                    // [T] I32
+            ggml_tensor * proj = vq.project_out.forward(ctx, ggml_get_rows(ctx, vq.embed, ids));
+            residual = ggml_sub(ctx, residual, proj);
+            ids = ggml_reshape_2d(ctx, ids, ids->ne[0], 1);
+            codes = codes ? ggml_concat(ctx, codes, ids, 1) : ids;  // [T, q + 1]
+        }
+        codes = ggml_cont(ctx, codes);  // a single codebook's ids are a reshape, not an op result
+    }
     ggml_set_name(codes, "rvq.codes");
     return codes;
 }

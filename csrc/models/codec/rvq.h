@@ -33,7 +33,8 @@ struct ResidualVectorQuantizer {
     // weight across codebooks for ov_rvq_encode.
     void load_encode(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t hidden);
     // x: [hidden, T] -> codes [T, n_q] I32 (row q = codebook q).
-    ggml_tensor * encode(ggml_context * ctx, ggml_tensor * x) const;
+    // opt.stock_ops: one get_rows/mul_mat/argmax chain per codebook instead of ov_rvq_encode.
+    ggml_tensor * encode(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt) const;
 };
 
 }  // namespace ov

@@ -71,9 +71,11 @@ Qwen3Model::Qwen3Model(const std::string & path, BackendPtr backend) : backend_(
         return f.tensor(name, {ne0, ne1}, mat_types);
     };
     const auto vec = [&](const std::string & name, int64_t ne0) { return f.tensor(name, {ne0}, {GGML_TYPE_F32}); };
-    // The direct op is a CPU custom op: F32 projections take it on a CPU backend only.
-    const bool cpu = backend_->is_cpu();
-    derived_ = std::make_unique<DerivedWeights>(kProjPerLayer * hp_.n_layer + 1);  // + audio_heads
+    // The direct op is a CPU custom op: F32 projections take it on a CPU backend only, and not
+    // on the stock-op path (which then needs no transposed copy of them).
+    const bool cpu = backend_->is_cpu() && !backend_->stock_ops();
+    derived_ = std::make_unique<DerivedWeights>(kProjPerLayer * hp_.n_layer + 1,  // + audio_heads
+                                                backend_->stock_ops());
     const auto linear = [&](Linear & l, const std::string & prefix, int64_t n_in, int64_t n_out) {
         l.load(f, *derived_, prefix, n_in, n_out, /*has_bias =*/false, mat_types, cpu);
     };
@@ -189,14 +191,14 @@ ggml_tensor * Qwen3Session::build_attention(ggml_tensor * q, ggml_tensor * k, gg
                             0, 2, 1, 3);
     };
 
+    GraphOptions opt;
+    opt.stock_ops = model_->backend()->stock_ops();
     ggml_tensor * out = nullptr;
     int64_t start = 0;
     for (size_t is = 0; is < segments_.size(); ++is) {
         const int64_t len = segments_[is].length;
-        // Query heads share kv heads by broadcast (GQA).
-        ggml_tensor * kqv = ggml_flash_attn_ext(ctx_, segment(q, start, len), segment(k, start, len),
-                                                segment(v, start, len), nullptr, kq_scale, 0.0f, 0.0f);
-        ggml_flash_attn_ext_set_prec(kqv, GGML_PREC_F32);
+        ggml_tensor * kqv = attention(ctx_, segment(q, start, len), segment(k, start, len), segment(v, start, len),
+                                      kq_scale, opt);
         ggml_format_name(kqv, "blk%d.seg%zu.kqv", il, is);  // [hd, n_head, len]
         out = out ? ggml_concat(ctx_, out, kqv, 2) : kqv;
         start += len;
