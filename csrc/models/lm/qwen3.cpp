@@ -111,7 +111,8 @@ Qwen3Model::Qwen3Model(const std::string & path, BackendPtr backend) : backend_(
     derived_->materialize(*backend_);
 }
 
-Qwen3Session::Qwen3Session(std::shared_ptr<const Qwen3Model> model, std::vector<PackedSegment> segments)
+Qwen3Session::Qwen3Session(std::shared_ptr<const Qwen3Model> model, std::vector<PackedSegment> segments,
+                           std::optional<float> guidance_scale)
     : model_(std::move(model)), segments_(std::move(segments)) {
     const Qwen3HParams & hp = model_->hparams();
     if (segments_.empty()) throw InvalidInput("a session needs at least one segment");
@@ -131,6 +132,17 @@ Qwen3Session::Qwen3Session(std::shared_ptr<const Qwen3Model> model, std::vector<
         n_tokens_ += s.length;
         n_target_ += s.target_len;
     }
+    const bool guided = guidance_scale && *guidance_scale != 0.0f;
+    if (guidance_scale && !std::isfinite(*guidance_scale)) throw InvalidInput("guidance_scale must be finite");
+    if (guided) {
+        if (segments_.size() % 2 != 0) throw InvalidInput("guided scoring needs (cond, uncond) segment pairs");
+        for (size_t i = 0; i < segments_.size(); i += 2) {
+            if (segments_[i].target_len != segments_[i + 1].target_len) {
+                throw InvalidInput("segments " + std::to_string(i) + " and " + std::to_string(i + 1) +
+                                   " (cond, uncond) differ in target length");
+            }
+        }
+    }
 
     // Host inputs that stay fixed for the session: positions restart per segment, and the rows
     // whose logits are wanted.
@@ -142,13 +154,19 @@ Qwen3Session::Qwen3Session(std::shared_ptr<const Qwen3Model> model, std::vector<
         for (int64_t i = 0; i < s.target_len; ++i) target_rows_host_.push_back((int32_t) (start + s.target_start + i));
         start += s.length;
     }
+    // Logits columns of the cond (and uncond) targets, item by item.
+    for (size_t i = 0, col = 0; guidance_scale && i < segments_.size(); ++i) {
+        std::vector<int32_t> & rows = guided && i % 2 == 1 ? uncond_rows_host_ : cond_rows_host_;
+        for (int64_t t = 0; t < segments_[i].target_len; ++t) rows.push_back((int32_t) col++);
+    }
+    n_cells_ = (int64_t) cond_rows_host_.size() * hp.n_codebook;
     text_ids_host_.resize(n_tokens_);
     audio_ids_host_.resize(n_tokens_ * hp.n_codebook);
     text_keep_host_.resize(n_tokens_);
     audio_keep_host_.resize(n_tokens_);
 
     // Node budget: a fixed set per layer plus the per-segment attention ops.
-    const size_t n_nodes = 64 + hp.n_codebook * 2 + hp.n_layer * (64 + 16 * segments_.size());
+    const size_t n_nodes = 128 + hp.n_codebook * 2 + hp.n_layer * (64 + 16 * segments_.size());
     ggml_init_params params = {
         /*mem_size   =*/ggml_tensor_overhead() * n_nodes + ggml_graph_overhead_custom(n_nodes, false),
         /*mem_buffer =*/nullptr,
@@ -158,6 +176,7 @@ Qwen3Session::Qwen3Session(std::shared_ptr<const Qwen3Model> model, std::vector<
     if (!ctx_) throw std::runtime_error("ggml: cannot create the graph context");
     graph_ = ggml_new_graph_custom(ctx_, n_nodes, false);
     build_graph();
+    if (guidance_scale) build_scoring(*guidance_scale);
 
     ggml_backend_t backend = model_->backend()->get();
     for (int i = 0; i < ggml_graph_n_nodes(graph_); ++i) {
@@ -335,6 +354,54 @@ void Qwen3Session::build_graph() {
     ggml_build_forward_expand(graph_, logits_);
 }
 
+// OmniVoice._predict_tokens_with_scoring with class_temperature 0, per cell (target frame,
+// codebook): the max and argmax of the guided log-probabilities, mask id excluded. Stock ops only,
+// in upstream's order of operations; the row max comes from a max pool over the whole row.
+void Qwen3Session::build_scoring(float guidance_scale) {
+    const Qwen3HParams & hp = model_->hparams();
+    const int64_t n_vocab = hp.audio_vocab;
+    const int64_t n_cells = n_cells_;
+    // x: [V, N] -> log_softmax over V: (x - max) - log(sum(exp(x - max)))
+    const auto log_softmax = [&](ggml_tensor * x) {
+        ggml_tensor * max = ggml_pool_2d(ctx_, x, GGML_OP_POOL_MAX, (int) n_vocab, 1, (int) n_vocab, 1, 0, 0);
+        ggml_tensor * shifted = ggml_sub(ctx_, x, max);
+        return ggml_sub(ctx_, shifted, ggml_log(ctx_, ggml_sum_rows(ctx_, ggml_exp(ctx_, shifted))));
+    };
+    const auto input = [&](ggml_type type, int64_t n, const char * name) {
+        ggml_tensor * t = ggml_new_tensor_1d(ctx_, type, n);
+        ggml_set_name(t, name);
+        ggml_set_input(t);
+        return t;
+    };
+    const auto cells = [&](ggml_tensor * rows) {  // the logits of those targets: [V, C * n_rows]
+        return ggml_reshape_2d(ctx_, ggml_get_rows(ctx_, logits_, rows), n_vocab, rows->ne[0] * hp.n_codebook);
+    };
+
+    cond_rows_ = input(GGML_TYPE_I32, (int64_t) cond_rows_host_.size(), "inp.cond_rows");
+    class_mask_ = input(GGML_TYPE_F32, n_vocab, "inp.class_mask");
+    class_mask_host_.assign(n_vocab, 0.0f);
+    class_mask_host_[hp.audio_mask_id] = -INFINITY;
+
+    ggml_tensor * log_probs = log_softmax(cells(cond_rows_));  // [V, n_cells]
+    if (guidance_scale != 0.0f) {
+        uncond_rows_ = input(GGML_TYPE_I32, (int64_t) uncond_rows_host_.size(), "inp.uncond_rows");
+        ggml_tensor * u = log_softmax(cells(uncond_rows_));
+        log_probs = log_softmax(
+            ggml_add(ctx_, log_probs, ggml_scale(ctx_, ggml_sub(ctx_, log_probs, u), guidance_scale)));
+    }
+    log_probs = ggml_add(ctx_, log_probs, class_mask_);
+    ggml_set_name(log_probs, "score.log_probs");
+    scores_ = ggml_pool_2d(ctx_, log_probs, GGML_OP_POOL_MAX, (int) n_vocab, 1, (int) n_vocab, 1, 0, 0);
+    ggml_set_name(scores_, "score.max");  // [1, n_cells]
+    ggml_set_output(scores_);
+    best_ = ggml_argmax(ctx_, log_probs);
+    ggml_set_name(best_, "score.argmax");  // [n_cells]
+    ggml_set_output(best_);
+    GGML_ASSERT(ggml_nelements(scores_) == n_cells);
+    ggml_build_forward_expand(graph_, scores_);
+    ggml_build_forward_expand(graph_, best_);
+}
+
 void Qwen3Session::fill_inputs(const int32_t * ids, const bool * audio_mask) {
     const Qwen3HParams & hp = model_->hparams();
     const int64_t n = n_tokens_;
@@ -364,8 +431,7 @@ void Qwen3Session::fill_inputs(const int32_t * ids, const bool * audio_mask) {
     }
 }
 
-void Qwen3Session::forward(const int32_t * ids, const bool * audio_mask, float * logits) {
-    std::lock_guard<std::mutex> lock(model_->compute_mutex());
+void Qwen3Session::compute(const int32_t * ids, const bool * audio_mask) {
     fill_inputs(ids, audio_mask);
     ggml_backend_tensor_set(text_ids_, text_ids_host_.data(), 0, ggml_nbytes(text_ids_));
     ggml_backend_tensor_set(audio_ids_, audio_ids_host_.data(), 0, ggml_nbytes(audio_ids_));
@@ -373,8 +439,26 @@ void Qwen3Session::forward(const int32_t * ids, const bool * audio_mask, float *
     ggml_backend_tensor_set(audio_keep_, audio_keep_host_.data(), 0, ggml_nbytes(audio_keep_));
     ggml_backend_tensor_set(pos_, pos_host_.data(), 0, ggml_nbytes(pos_));
     ggml_backend_tensor_set(target_rows_, target_rows_host_.data(), 0, ggml_nbytes(target_rows_));
+    if (scores_) {
+        ggml_backend_tensor_set(cond_rows_, cond_rows_host_.data(), 0, ggml_nbytes(cond_rows_));
+        if (uncond_rows_) ggml_backend_tensor_set(uncond_rows_, uncond_rows_host_.data(), 0, ggml_nbytes(uncond_rows_));
+        ggml_backend_tensor_set(class_mask_, class_mask_host_.data(), 0, ggml_nbytes(class_mask_));
+    }
     model_->backend()->compute(graph_);
+}
+
+void Qwen3Session::forward(const int32_t * ids, const bool * audio_mask, float * logits) {
+    std::lock_guard<std::mutex> lock(model_->compute_mutex());
+    compute(ids, audio_mask);
     ggml_backend_tensor_get(logits_, logits, 0, ggml_nbytes(logits_));
+}
+
+void Qwen3Session::score(const int32_t * ids, const bool * audio_mask, float * scores, int32_t * best) {
+    if (!scores_) throw InvalidInput("this session was opened without a guidance scale: it has no scoring");
+    std::lock_guard<std::mutex> lock(model_->compute_mutex());
+    compute(ids, audio_mask);
+    ggml_backend_tensor_get(scores_, scores, 0, ggml_nbytes(scores_));
+    ggml_backend_tensor_get(best_, best, 0, ggml_nbytes(best_));
 }
 
 }  // namespace ov
