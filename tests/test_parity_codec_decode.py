@@ -177,3 +177,26 @@ def test_f16_weights(tmp_path: Path, ref: dict[str, np.ndarray]) -> None:
     audio = AudioTokenizer.from_file(path, n_threads=1).decode(ref["codes"])
     # F16 weights round each weight to 11 significant bits: about 0.5% of the signal here.
     np.testing.assert_allclose(audio, ref["audio"], rtol=0, atol=F16_AUDIO_ATOL)
+
+
+def test_windowed_decode_equals_one_graph(core: _core.Codec) -> None:
+    # Long code sequences decode in windows overlapping by the decoder's context (13 frames):
+    # every output sample is computed from the same inputs by the same ops as in one graph, so
+    # the audio is identical (measured bit-exact on both op paths), and the compute buffer
+    # stays that of one window whatever the length.
+    codes = np.random.default_rng(3).integers(0, 1024, (8, 160)).astype(np.int32)
+    assert core.decode_context == 13
+    window = core.decode_window
+    try:
+        core.decode_window = 0
+        whole = core.decode(codes)
+        core.decode_window = 2 * core.decode_context + 7  # 17 core frames: ten windows
+        core.decode(codes[:, :80])
+        size = core.compute_buffer_size
+        windowed = core.decode(codes)
+        assert core.compute_buffer_size == size
+        with pytest.raises(ValueError, match="decode_window"):
+            core.decode_window = 2 * core.decode_context
+    finally:
+        core.decode_window = window
+    np.testing.assert_array_equal(windowed, whole)

@@ -1,5 +1,6 @@
 #include "models/codec/codec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -116,11 +117,47 @@ void Codec::check_codes(const int32_t * codes, int64_t n_q, int64_t n_frames) co
     }
 }
 
+void Codec::set_decode_window(int64_t frames) {
+    if (frames != 0 && frames <= 2 * decode_context()) {
+        throw InvalidInput("decode_window must be 0 or more than " + std::to_string(2 * decode_context()) +
+                           " frames (twice the decoder's context), got " + std::to_string(frames));
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    decode_window_ = frames;
+}
+
+size_t Codec::compute_buffer_size() const { return ggml_gallocr_get_buffer_size(galloc_, 0); }
+
 DecodeResult Codec::decode(const int32_t * codes, int64_t n_q, int64_t n_frames,
                            const std::vector<std::string> & capture) {
     check_codes(codes, n_q, n_frames);
     std::lock_guard<std::mutex> lock(mutex_);
+    if (decode_window_ == 0 || n_frames <= decode_window_ || !capture.empty()) {
+        return decode_graph(codes, n_q, n_frames, capture);
+    }
+    // Windows [lo, hi) around cores [a, b) that tile the sequence; each core's samples come from
+    // a window holding its context on both sides (or the sequence edge, as in one graph).
+    const int64_t context = decode_context();
+    const int64_t core = decode_window_ - 2 * context;
+    const int64_t hop = hp_.hop_length;
+    DecodeResult out;
+    out.audio.resize(n_frames * hop);
+    std::vector<int32_t> window;
+    for (int64_t a = 0; a < n_frames; a += core) {
+        const int64_t b = std::min(n_frames, a + core);
+        const int64_t lo = std::max<int64_t>(0, a - context), hi = std::min(n_frames, b + context);
+        window.resize(n_q * (hi - lo));
+        for (int64_t q = 0; q < n_q; ++q) {
+            std::copy(codes + q * n_frames + lo, codes + q * n_frames + hi, window.begin() + q * (hi - lo));
+        }
+        const DecodeResult part = decode_graph(window.data(), n_q, hi - lo, {});
+        std::copy(part.audio.begin() + (a - lo) * hop, part.audio.begin() + (b - lo) * hop, out.audio.begin() + a * hop);
+    }
+    return out;
+}
 
+DecodeResult Codec::decode_graph(const int32_t * codes, int64_t n_q, int64_t n_frames,
+                                 const std::vector<std::string> & capture) {
     const size_t meta_size = ggml_tensor_overhead() * GGML_DEFAULT_GRAPH_SIZE + ggml_graph_overhead();
     ggml_init_params params = {meta_size, nullptr, /*no_alloc =*/true};
     std::unique_ptr<ggml_context, decltype(&ggml_free)> ctx(ggml_init(params), ggml_free);
