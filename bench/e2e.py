@@ -85,8 +85,8 @@ class _TimedLM:
     def __getattr__(self, name: str):
         return getattr(self._lm, name)
 
-    def session(self, segments):
-        self.last = self._lm.session(segments)
+    def session(self, segments, **kwargs):
+        self.last = self._lm.session(segments, **kwargs)
         return _TimedSession(self.last, self._calls)
 
 
@@ -100,7 +100,8 @@ def worker(args: argparse.Namespace) -> None:
                                       n_threads=args.threads)
     load_s = time.perf_counter() - t0
     calls: list = []
-    model.lm = _TimedLM(model.lm, calls)
+    owner = getattr(model, "pipeline", model)  # whichever object opens the LM sessions
+    owner.lm = _TimedLM(owner.lm, calls)
     ref = {}
     if args.ref_audio:
         ref = {"ref_audio": (np.load(args.ref_audio), SAMPLE_RATE), "ref_text": REF_TEXT}
@@ -116,9 +117,10 @@ def worker(args: argparse.Namespace) -> None:
     starts = [c[1] for c in calls]
     # The same LM method with the last step's inputs, called bare.
     name, _, _, call_args, call_kwargs = calls[-1]
-    bare, _ = time_calls(lambda: getattr(model.lm.last, name)(*call_args, **call_kwargs), args.bare_repeats)
+    bare, _ = time_calls(lambda: getattr(owner.lm.last, name)(*call_args, **call_kwargs), args.bare_repeats)
     print(json.dumps({
-        "side": f"ours {args.worker}", "load_s": load_s, "wall_s": wall, "samples": n_samples,
+        "side": f"ours {args.worker}", "backend": model.backend.name, "load_s": load_s, "wall_s": wall,
+        "rtf": wall / DURATION, "samples": n_samples,
         "step_periods_s": np.diff(starts).tolist(), "steps": len(starts),
         "call_s": [c[2] for c in calls], "bare_s": bare, "method": name,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
