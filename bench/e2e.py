@@ -77,15 +77,18 @@ class _TimedSession:
 
 
 class _TimedLM:
-    """Stands in for the model's LM so that its sessions are timed."""
+    """Stands in for the model's LM so that its sessions are timed; with `logits`, sessions
+    without in-graph scoring."""
 
-    def __init__(self, lm, calls: list) -> None:
-        self._lm, self._calls = lm, calls
+    def __init__(self, lm, calls: list, logits: bool) -> None:
+        self._lm, self._calls, self._logits = lm, calls, logits
 
     def __getattr__(self, name: str):
         return getattr(self._lm, name)
 
     def session(self, segments, **kwargs):
+        if self._logits:
+            kwargs.pop("guidance_scale", None)
         self.last = self._lm.session(segments, **kwargs)
         return _TimedSession(self.last, self._calls)
 
@@ -101,7 +104,12 @@ def worker(args: argparse.Namespace) -> None:
     load_s = time.perf_counter() - t0
     calls: list = []
     owner = getattr(model, "pipeline", model)  # whichever object opens the LM sessions
-    owner.lm = _TimedLM(owner.lm, calls)
+    owner.lm = _TimedLM(owner.lm, calls, args.logits)
+    if args.logits:  # MaskGIT scores cells in numpy from the logits, as before the in-graph scoring
+        import omnivoice.pipeline as pipeline
+
+        full = pipeline.maskgit_generate
+        pipeline.maskgit_generate = lambda forward, batch, config, rng, score=None: full(forward, batch, config, rng)
     ref = {}
     if args.ref_audio:
         ref = {"ref_audio": (np.load(args.ref_audio), SAMPLE_RATE), "ref_text": REF_TEXT}
@@ -119,7 +127,7 @@ def worker(args: argparse.Namespace) -> None:
     name, _, _, call_args, call_kwargs = calls[-1]
     bare, _ = time_calls(lambda: getattr(owner.lm.last, name)(*call_args, **call_kwargs), args.bare_repeats)
     print(json.dumps({
-        "side": f"ours {args.worker}", "backend": model.backend.name, "load_s": load_s, "wall_s": wall,
+        "side": f"ours {args.worker}" + (" logits" if args.logits else ""), "backend": model.backend.name, "load_s": load_s, "wall_s": wall,
         "rtf": wall / DURATION, "samples": n_samples,
         "step_periods_s": np.diff(starts).tolist(), "steps": len(starts),
         "call_s": [c[2] for c in calls], "bare_s": bare, "method": name,
@@ -127,13 +135,15 @@ def worker(args: argparse.Namespace) -> None:
     }))
 
 
-def run_ours(args: argparse.Namespace, wtype: str, ref_audio: Path | None) -> dict:
+def run_ours(args: argparse.Namespace, wtype: str, ref_audio: Path | None, logits: bool = False) -> dict:
     """Runs worker() in a fresh process."""
     cmd = [sys.executable, "-P", __file__, "--worker", wtype, "--gguf-dir", str(args.gguf_dir),
            "--threads", str(args.threads), "--steps", str(args.steps), "--warmup-steps", str(args.warmup_steps),
            "--bare-repeats", str(args.bare_repeats)]
     if ref_audio:
         cmd += ["--ref-audio", str(ref_audio)]
+    if logits:
+        cmd += ["--logits"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -188,6 +198,8 @@ def main() -> None:
     parser.add_argument("--shapes", default="auto,clone", help="auto (no reference) and/or clone (10 s reference)")
     parser.add_argument("--types", default="F32,BF16,Q8_0", help="our LM weight types")
     parser.add_argument("--ref-dtypes", default="float32,bfloat16", help="PyTorch LM dtypes ('' for none)")
+    parser.add_argument("--logits-types", default="", help="our types to run also with MaskGIT scoring on "
+                        "the logits in numpy (the path before in-graph scoring), e.g. BF16")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--steps", type=int, default=32)
     parser.add_argument("--warmup-steps", type=int, default=2, help="steps of the untimed first generation")
@@ -195,12 +207,14 @@ def main() -> None:
     parser.add_argument("--bare-repeats", type=int, default=3, help="bare LM calls after the timed generation")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--ref-audio", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--logits", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         worker(args)
         return
 
     sides = [("ours", t) for t in args.types.split(",") if t] + \
+            [("ours", f"{t} logits") for t in args.logits_types.split(",") if t] + \
             [("pytorch", d) for d in args.ref_dtypes.split(",") if d]
     with tempfile.TemporaryDirectory() as tmp:
         ref_path = Path(tmp) / "ref.npy"
@@ -210,7 +224,10 @@ def main() -> None:
             runs: dict[str, list[dict]] = {f"{k} {v}": [] for k, v in sides}
             for r in range(args.repeats):
                 for kind, v in (sides if r % 2 == 0 else sides[::-1]):
-                    out = run_ours(args, v, ref_audio) if kind == "ours" else run_pytorch(args, v, ref_audio)
+                    if kind == "ours":
+                        out = run_ours(args, v.split()[0], ref_audio, logits=v.endswith("logits"))
+                    else:
+                        out = run_pytorch(args, v, ref_audio)
                     runs[f"{kind} {v}"].append(out)
                     print(f"  [{shape} repeat {r + 1}] {out['side']}: {out['wall_s']:.1f} s", file=sys.stderr,
                           flush=True)
