@@ -20,22 +20,17 @@ from omnivoice.maskgit import MaskGITConfig, generate, guided_log_probs, pack_pr
 from omnivoice.prompt import build_prompt
 from omnivoice.tokenizer import TextTokenizer
 
-convert_lm = pytest.importorskip("omnivoice.convert.lm").convert_lm
-if not hasattr(_core, "LM"):
-    pytest.skip("the C++ LM is not built into this _core", allow_module_level=True)
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 FRAME_RATE = 25
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["custom-ops", "stock-ops"])
-def lm(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> object:
-    path = tmp_path_factory.mktemp("tiny") / "omnivoice-base-F32.gguf"
-    convert_lm(DATA / "tiny_hf", path)
+def lm(tiny_lm_gguf: Path, request: pytest.FixtureRequest) -> object:
     # One thread: the tiny model gains nothing from more, and threads that wait on each
     # other are slow when the cores are shared with other jobs. Our CPU ops, then the stock
     # ggml ops a GPU backend takes.
-    return _core.LM(str(path), _core.Backend(1, stock_ops=request.param))
+    return _core.LM(str(tiny_lm_gguf), _core.Backend(1, stock_ops=request.param))
 
 
 @pytest.fixture(scope="module")
@@ -56,13 +51,14 @@ def test_greedy_generation_equals_upstream(lm: object, runs: list[dict], scored:
         )
         assert lengths == run["target_lens"]
         prompts = [
-            build_prompt(tokenizer, text, t_len, ref_text=run["ref_text"], ref_codes=ref_codes, lang=lang, instruct=ins)
+            build_prompt(tokenizer, text, t_len, ref_text=run["ref_text"], ref_codes=ref_codes, lang=lang, instruct=ins,
+                         num_codebooks=lm.num_audio_codebook, mask_id=lm.audio_mask_id)
             for text, t_len, lang, ins in zip(run["texts"], lengths, run["langs"], run["instructs"])
         ]
         batch = pack_prompts(prompts)
         config = MaskGITConfig(num_step=run["num_step"], position_temperature=0.0, class_temperature=0.0)
         session = lm.session(batch.segments, guidance_scale=config.guidance_scale if scored else None)
-        tokens = generate(session.forward, batch, config, np.random.default_rng(0),
+        tokens = generate(session.forward, batch, config, np.random.default_rng(0), mask_id=lm.audio_mask_id,
                           score=session.score if scored else None)
         for got, expected in zip(tokens, run["tokens"]):
             np.testing.assert_array_equal(got, np.array(expected), err_msg=str(run["texts"]))
@@ -112,13 +108,15 @@ def test_graph_scores_sample_as_logits(lm: object, runs: list[dict]) -> None:
     tokenizer = TextTokenizer.from_metadata(lm.metadata)
     lengths, _ = resolve_target_lengths(run["texts"], [None] * len(run["texts"]), [None] * len(run["texts"]),
                                         FRAME_RATE, speed=run["speed"], duration=run["duration"])
-    prompts = [build_prompt(tokenizer, text, t_len, lang=lang, instruct=ins)
+    prompts = [build_prompt(tokenizer, text, t_len, lang=lang, instruct=ins, num_codebooks=lm.num_audio_codebook,
+                            mask_id=lm.audio_mask_id)
                for text, t_len, lang, ins in zip(run["texts"], lengths, run["langs"], run["instructs"])]
     batch = pack_prompts(prompts)
     config = MaskGITConfig(num_step=8, position_temperature=5.0)
     session = lm.session(batch.segments, guidance_scale=config.guidance_scale)
-    via_logits = generate(session.forward, batch, config, np.random.default_rng(5))
-    via_scores = generate(session.forward, batch, config, np.random.default_rng(5), score=session.score)
+    via_logits = generate(session.forward, batch, config, np.random.default_rng(5), mask_id=lm.audio_mask_id)
+    via_scores = generate(session.forward, batch, config, np.random.default_rng(5), mask_id=lm.audio_mask_id,
+                          score=session.score)
     for x, y in zip(via_logits, via_scores):
         np.testing.assert_array_equal(x, y)
 
