@@ -50,6 +50,18 @@ void Backend::set_n_threads(int n_threads) {
 }
 
 void Backend::compute(ggml_cgraph * graph) {
+    if (stock_ops_) {
+        // A custom op is a CPU callback: on a device backend it cannot run, and on a forced CPU
+        // one it would make the stock-op tests prove nothing.
+        for (int i = 0; i < ggml_graph_n_nodes(graph); ++i) {
+            const ggml_tensor * node = ggml_graph_node(graph, i);
+            const ggml_op op = node->op;
+            if (op == GGML_OP_CUSTOM || op == GGML_OP_MAP_CUSTOM1 || op == GGML_OP_MAP_CUSTOM2 ||
+                op == GGML_OP_MAP_CUSTOM3) {
+                throw std::logic_error(std::string("stock-op graph holds the custom op ") + ggml_get_name(node));
+            }
+        }
+    }
     std::lock_guard<std::mutex> lock(compute_mutex_);
     const ggml_status st = ggml_backend_graph_compute(backend_, graph);
     if (st != GGML_STATUS_SUCCESS) {
