@@ -109,7 +109,7 @@ def worker(args: argparse.Namespace) -> None:
         import omnivoice.pipeline as pipeline
 
         full = pipeline.maskgit_generate
-        pipeline.maskgit_generate = lambda forward, batch, config, rng, score=None: full(forward, batch, config, rng)
+        pipeline.maskgit_generate = lambda *args, score=None, **kwargs: full(*args, **kwargs)
     ref = {}
     if args.ref_audio:
         ref = {"ref_audio": (np.load(args.ref_audio), SAMPLE_RATE), "ref_text": REF_TEXT}
