@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "maskgit_score.h"
 #include "runtime/errors.h"
 
 namespace ov {
@@ -355,18 +356,18 @@ void Qwen3Session::build_graph() {
 }
 
 // OmniVoice._predict_tokens_with_scoring with class_temperature 0, per cell (target frame,
-// codebook): the max and argmax of the guided log-probabilities, mask id excluded. Stock ops only,
-// in upstream's order of operations; the row max comes from a max pool over the whole row.
+// codebook): the max and argmax of the guided log-probabilities, mask id excluded. Upstream takes
+// g = log_softmax(c' + s (c' - u')) of c' = log_softmax(c), u' = log_softmax(u); the
+// normalisers of c' and u' are constants per cell, so g = log_softmax(b) with
+// b = (1 + s) c - s u, and max g = max_{v != mask} b - logsumexp(b) = -log(sum(exp(b - m)))
+// with m the max of b over the non-mask classes. One row max (a max pool: no stock reduction
+// gives it) and one exp pass instead of three each: at 250 frames the step's scoring fell from
+// the stock ops' ten passes over [V, cells] tensors. b - m is clamped at 80 before exp, which
+// changes a score only if the mask class outweighs every other by e^80 (its cell scores ~ -80).
+// On the CPU path ov_maskgit_score does the same per cell in one pass.
 void Qwen3Session::build_scoring(float guidance_scale) {
     const Qwen3HParams & hp = model_->hparams();
     const int64_t n_vocab = hp.audio_vocab;
-    const int64_t n_cells = n_cells_;
-    // x: [V, N] -> log_softmax over V: (x - max) - log(sum(exp(x - max)))
-    const auto log_softmax = [&](ggml_tensor * x) {
-        ggml_tensor * max = ggml_pool_2d(ctx_, x, GGML_OP_POOL_MAX, (int) n_vocab, 1, (int) n_vocab, 1, 0, 0);
-        ggml_tensor * shifted = ggml_sub(ctx_, x, max);
-        return ggml_sub(ctx_, shifted, ggml_log(ctx_, ggml_sum_rows(ctx_, ggml_exp(ctx_, shifted))));
-    };
     const auto input = [&](ggml_type type, int64_t n, const char * name) {
         ggml_tensor * t = ggml_new_tensor_1d(ctx_, type, n);
         ggml_set_name(t, name);
@@ -378,26 +379,35 @@ void Qwen3Session::build_scoring(float guidance_scale) {
     };
 
     cond_rows_ = input(GGML_TYPE_I32, (int64_t) cond_rows_host_.size(), "inp.cond_rows");
+    if (guidance_scale != 0.0f) {
+        uncond_rows_ = input(GGML_TYPE_I32, (int64_t) uncond_rows_host_.size(), "inp.uncond_rows");
+    }
+    if (!model_->backend()->stock_ops()) {
+        scores_ = ov_maskgit_score(ctx_, logits_, cond_rows_, uncond_rows_, (int) n_vocab, (int) hp.audio_mask_id,
+                                   guidance_scale);
+        ggml_set_name(scores_, "score.fused");  // [2, n_cells]: score, best class
+        ggml_set_output(scores_);
+        ggml_build_forward_expand(graph_, scores_);
+        return;
+    }
     class_mask_ = input(GGML_TYPE_F32, n_vocab, "inp.class_mask");
     class_mask_host_.assign(n_vocab, 0.0f);
     class_mask_host_[hp.audio_mask_id] = -INFINITY;
-
-    ggml_tensor * log_probs = log_softmax(cells(cond_rows_));  // [V, n_cells]
+    ggml_tensor * b = cells(cond_rows_);  // [V, n_cells]
     if (guidance_scale != 0.0f) {
-        uncond_rows_ = input(GGML_TYPE_I32, (int64_t) uncond_rows_host_.size(), "inp.uncond_rows");
-        ggml_tensor * u = log_softmax(cells(uncond_rows_));
-        log_probs = log_softmax(
-            ggml_add(ctx_, log_probs, ggml_scale(ctx_, ggml_sub(ctx_, log_probs, u), guidance_scale)));
+        b = ggml_sub(ctx_, ggml_scale(ctx_, b, 1.0f + guidance_scale), ggml_scale(ctx_, cells(uncond_rows_), guidance_scale));
     }
-    log_probs = ggml_add(ctx_, log_probs, class_mask_);
-    ggml_set_name(log_probs, "score.log_probs");
-    scores_ = ggml_pool_2d(ctx_, log_probs, GGML_OP_POOL_MAX, (int) n_vocab, 1, (int) n_vocab, 1, 0, 0);
+    ggml_set_name(b, "score.guided");
+    ggml_tensor * masked = ggml_add(ctx_, b, class_mask_);
+    ggml_tensor * max = ggml_pool_2d(ctx_, masked, GGML_OP_POOL_MAX, (int) n_vocab, 1, (int) n_vocab, 1, 0, 0);
+    ggml_tensor * shifted = ggml_clamp(ctx_, ggml_sub(ctx_, b, max), -INFINITY, 80.0f);
+    scores_ = ggml_neg(ctx_, ggml_log(ctx_, ggml_sum_rows(ctx_, ggml_exp(ctx_, shifted))));
     ggml_set_name(scores_, "score.max");  // [1, n_cells]
     ggml_set_output(scores_);
-    best_ = ggml_argmax(ctx_, log_probs);
+    best_ = ggml_argmax(ctx_, masked);
     ggml_set_name(best_, "score.argmax");  // [n_cells]
     ggml_set_output(best_);
-    GGML_ASSERT(ggml_nelements(scores_) == n_cells);
+    GGML_ASSERT(ggml_nelements(scores_) == n_cells_);
     ggml_build_forward_expand(graph_, scores_);
     ggml_build_forward_expand(graph_, best_);
 }
@@ -442,7 +452,7 @@ void Qwen3Session::compute(const int32_t * ids, const bool * audio_mask) {
     if (scores_) {
         ggml_backend_tensor_set(cond_rows_, cond_rows_host_.data(), 0, ggml_nbytes(cond_rows_));
         if (uncond_rows_) ggml_backend_tensor_set(uncond_rows_, uncond_rows_host_.data(), 0, ggml_nbytes(uncond_rows_));
-        ggml_backend_tensor_set(class_mask_, class_mask_host_.data(), 0, ggml_nbytes(class_mask_));
+        if (class_mask_) ggml_backend_tensor_set(class_mask_, class_mask_host_.data(), 0, ggml_nbytes(class_mask_));
     }
     model_->backend()->compute(graph_);
 }
@@ -457,6 +467,15 @@ void Qwen3Session::score(const int32_t * ids, const bool * audio_mask, float * s
     if (!scores_) throw InvalidInput("this session was opened without a guidance scale: it has no scoring");
     std::lock_guard<std::mutex> lock(model_->compute_mutex());
     compute(ids, audio_mask);
+    if (!best_) {  // ov_maskgit_score's pairs
+        std::vector<float> pairs(2 * n_cells_);
+        ggml_backend_tensor_get(scores_, pairs.data(), 0, ggml_nbytes(scores_));
+        for (int64_t i = 0; i < n_cells_; ++i) {
+            scores[i] = pairs[2 * i];
+            best[i] = (int32_t) pairs[2 * i + 1];
+        }
+        return;
+    }
     ggml_backend_tensor_get(scores_, scores, 0, ggml_nbytes(scores_));
     ggml_backend_tensor_get(best_, best, 0, ggml_nbytes(best_));
 }

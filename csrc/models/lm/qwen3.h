@@ -155,8 +155,8 @@ private:
     ggml_tensor * cond_rows_ = nullptr;   // I32 [n_cells / n_codebook]: logits columns of cond targets
     ggml_tensor * uncond_rows_ = nullptr; // I32, the same for uncond targets (guided)
     ggml_tensor * class_mask_ = nullptr;  // F32 [audio_vocab]: -inf at the mask id, else 0
-    ggml_tensor * scores_ = nullptr;      // F32 [1, n_cells]
-    ggml_tensor * best_ = nullptr;        // I32 [n_cells]
+    ggml_tensor * scores_ = nullptr;      // F32 [1, n_cells], or ov_maskgit_score's [2, n_cells] (CPU path)
+    ggml_tensor * best_ = nullptr;        // I32 [n_cells] (stock ops)
     int64_t n_cells_ = 0;
 
     std::vector<int32_t> text_ids_host_;
