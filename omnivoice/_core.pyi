@@ -1,7 +1,7 @@
 """Type stub of ``omnivoice._core``, the pybind11 module built from csrc/bindings/.
 
-The production surface (Backend, ModelFormatError, Codec, LM, LMSession) is bound in
-csrc/bindings/{module,codec,lm}.cpp; ``testing`` (csrc/bindings/testing/) holds the op,
+The production surface (Backend, ModelFormatError, Codec, LM, LMSession, quantize) is bound in
+csrc/bindings/{module,codec,lm,quantize}.cpp; ``testing`` (csrc/bindings/testing/) holds the op,
 capture and GGUF hooks only the test suite uses.
 """
 
@@ -108,6 +108,10 @@ class LM:
     def session(
         self, segments: list[tuple[int, int, int]], guidance_scale: Optional[float] = None
     ) -> LMSession: ...
+
+# ggml_quantize_chunk on the rows of float32 x [rows, n_per_row] to ggml type `type` ("q4_K"):
+# uint8 [rows, row bytes] (csrc/bindings/quantize.cpp; the converter's K-quants).
+def quantize(x: npt.ArrayLike, type: str) -> npt.NDArray[np.uint8]: ...
 
 # The `_core.testing` submodule (a module at run time; a class here, as a stub file cannot
 # declare a submodule of an extension module).

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 from . import _core
 from .audio import to_mono
+from .model_files import codec_in_our_layout
 
 __all__ = ["AudioTokenizer", "load_codes", "save_codes"]
 
@@ -49,7 +50,8 @@ class AudioTokenizer:
         """Loads the codec from a GGUF file.
 
         Args:
-            path: An ``omnivoice-tokenizer-*.gguf`` file written by ``omnivoice-convert``.
+            path: An ``omnivoice-tokenizer-*.gguf`` file written by ``omnivoice-convert``, or
+                omnivoice.cpp's (converted once into the cache).
             n_threads: CPU threads for compute; None uses every core.
 
         Returns:
@@ -66,7 +68,7 @@ class AudioTokenizer:
         if n_threads is not None and n_threads < 1:
             raise ValueError(f"n_threads must be >= 1, got {n_threads}")
         backend = _core.Backend(n_threads or 0)
-        codec = _core.Codec(str(path), backend)
+        codec = _core.Codec(str(codec_in_our_layout(path)), backend)
         logger.info("loaded codec %s (%d codebooks, %d Hz)", path, codec.n_codebooks, codec.sample_rate)
         return cls(codec)
 

@@ -50,6 +50,16 @@ class OmniVoiceGenerationConfig(MaskGITConfig):
             raise TypeError(f"unknown generation argument(s): {', '.join(unknown)}")
         return cls(**kwargs)
 
+    @classmethod
+    def for_request(cls, config: Optional["OmniVoiceGenerationConfig"],
+                    kwargs: dict[str, Any]) -> "OmniVoiceGenerationConfig":
+        """The checked config of one request: ``config`` (checked again, as its fields may have
+        changed since it was made) or, without one, a config built from ``kwargs``."""
+        if config is None:
+            return cls.from_dict(kwargs)  # checked as it is made
+        config.validate()
+        return config
+
     def validate(self) -> None:
         super().validate()
         if not self.audio_chunk_duration > 0:
@@ -109,11 +119,14 @@ class OmniVoice:
 
         Args:
             model: The LM GGUF (``omnivoice-base-*.gguf``; the codec GGUF is found beside it), a
-                directory holding both GGUFs, a Hugging Face snapshot directory (converted once
-                into ``~/.cache/omnivoice``), or a Hub id such as ``"k2-fsa/OmniVoice"``.
-            codec: The codec GGUF, when it is not beside the LM.
+                directory holding both GGUFs (ours or omnivoice.cpp's), a Hugging Face snapshot
+                directory (converted once into ``~/.cache/omnivoice``), or a Hub id such as
+                ``"k2-fsa/OmniVoice"`` or that of a repository of GGUFs.
+            codec: The codec GGUF, when it is not beside the LM. An omnivoice.cpp codec file is
+                converted once into the cache.
             n_threads: CPU threads; ``None`` uses every core.
-            convert_type: LM weight type used when a snapshot must be converted.
+            convert_type: LM weight type a snapshot is converted to, or downloaded from a Hub
+                repository of GGUFs.
         """
         files = resolve_model(model, codec, convert_type=convert_type)
         backend = _core.Backend(n_threads or 0)
@@ -181,8 +194,7 @@ class OmniVoice:
         Raises:
             Cancelled: ``cancel`` was set.
         """
-        config = generation_config or OmniVoiceGenerationConfig.from_dict(kwargs)
-        config.validate()  # before any work
+        config = OmniVoiceGenerationConfig.for_request(generation_config, kwargs)  # before any work
         check = as_cancel_check(cancel)
         rng = np.random.default_rng(seed)
         items = self.pipeline.prepare(text, language, ref_text, ref_audio, voice_clone_prompt, instruct,
@@ -248,8 +260,7 @@ class OmniVoice:
         Raises:
             Cancelled: ``cancel`` was set; the generator is finished.
         """
-        config = generation_config or OmniVoiceGenerationConfig.from_dict(kwargs)
-        config.validate()  # before any work
+        config = OmniVoiceGenerationConfig.for_request(generation_config, kwargs)  # before any work
         check = as_cancel_check(cancel)
         if split not in ("sentence", "chunk"):
             raise ValueError(f"split must be 'sentence' or 'chunk', got {split!r}")
@@ -309,8 +320,7 @@ class OmniVoice:
         Yields:
             :class:`AudioChunk` per piece, float32 at :attr:`sampling_rate`.
         """
-        config = generation_config or OmniVoiceGenerationConfig.from_dict(kwargs)
-        config.validate()
+        config = OmniVoiceGenerationConfig.for_request(generation_config, kwargs)
         check = as_cancel_check(cancel)
         pieces = iter(pieces)
         first = next(pieces, None)

@@ -23,6 +23,34 @@ std::string shape_str(const int64_t * ne, int n_dims) {
     return s + "]";
 }
 
+// ggml says why it rejects a GGUF header only through its log callback. While this thread parses
+// one, note_ggml_log (called by the module's callback) collects the error lines here.
+static thread_local std::string * g_header_log = nullptr;
+
+void note_ggml_log(ggml_log_level level, const char * text) {
+    if (g_header_log && text && (level == GGML_LOG_LEVEL_ERROR || level == GGML_LOG_LEVEL_CONT)) {
+        *g_header_log += text;
+    }
+}
+
+// ggml's lines joined into one phrase, e.g. "gguf_init_from_file_impl: tensor 'x...' name is too
+// long" -> "tensor 'x...' name is too long" (function prefixes dropped, lines joined by "; ").
+static std::string ggml_reason(const std::string & log) {
+    std::string out;
+    size_t start = 0;
+    while (start < log.size()) {
+        size_t end = log.find('\n', start);
+        if (end == std::string::npos) end = log.size();
+        std::string line = log.substr(start, end - start);
+        start = end + 1;
+        const size_t colon = line.find(": ");
+        if (colon != std::string::npos && line.find(' ') > colon) line = line.substr(colon + 2);
+        if (line.empty()) continue;
+        out += (out.empty() ? "" : "; ") + line;
+    }
+    return out;
+}
+
 void GGUFFile::fail(const std::string & what) const {
     throw ModelFormatError(path_ + ": " + what);
 }
@@ -38,9 +66,15 @@ GGUFFile::GGUFFile(const std::string & path, const std::string & expected_arch, 
     }
 
     gguf_init_params params = {/*no_alloc =*/true, /*ctx =*/&ctx_};
+    std::string log;
+    g_header_log = &log;
     meta_ = gguf_init_from_file(path.c_str(), params);
+    g_header_log = nullptr;
     if (!meta_) {
-        fail("not a readable GGUF file (bad magic, unsupported version, or truncated header)");
+        const std::string reason = ggml_reason(log);
+        fail("not a readable GGUF file (" +
+             (reason.empty() ? std::string("bad magic, unsupported version, or truncated header") : "ggml: " + reason) +
+             ")");
     }
 
     const int64_t arch_id = gguf_find_key(meta_, "general.architecture");
@@ -187,11 +221,19 @@ std::vector<int64_t> GGUFFile::get_int_array(const std::string & key) const {
     return out;
 }
 
-std::vector<float> GGUFFile::get_f32_array(const std::string & key) const {
+std::vector<float> GGUFFile::get_number_array(const std::string & key) const {
     const int64_t id = key_id(key, GGUF_TYPE_ARRAY);
-    if (gguf_get_arr_type(meta_, id) != GGUF_TYPE_FLOAT32) fail("metadata key " + key + " is not a float32 array");
-    const float * data = (const float *) gguf_get_arr_data(meta_, id);
-    return std::vector<float>(data, data + gguf_get_arr_n(meta_, id));
+    if (gguf_get_arr_type(meta_, id) == GGUF_TYPE_FLOAT32) {
+        const float * data = (const float *) gguf_get_arr_data(meta_, id);
+        return std::vector<float>(data, data + gguf_get_arr_n(meta_, id));
+    }
+    std::vector<float> out;
+    try {
+        for (int64_t v : get_int_array(key)) out.push_back((float) v);
+    } catch (const ModelFormatError &) {
+        fail("metadata key " + key + " is not a number array");
+    }
+    return out;
 }
 
 }  // namespace ov
