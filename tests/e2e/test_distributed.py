@@ -236,3 +236,15 @@ def test_server_cli_ray_serve_refuses_wyoming(capsys: pytest.CaptureFixture[str]
 
     assert main(["--model", "m", "--ray-serve", "--wyoming", "tcp://127.0.0.1:1"]) == 2
     assert "wyoming is not served through Ray Serve" in capsys.readouterr().err
+
+
+def test_serve_run_builder_checks_its_args(tiny_model_dir: Path) -> None:
+    pytest.importorskip("ray.serve")
+    from omnivoice.distributed import build_serve_app
+
+    app = build_serve_app({"model": str(tiny_model_dir), "replicas": "2", "threads": "1"})
+    assert type(app).__name__ == "Application"
+    with pytest.raises(ValueError, match="model \\(required\\)"):
+        build_serve_app({"replicas": "2"})
+    with pytest.raises(ValueError, match="replicas must be a positive integer, got 0"):
+        build_serve_app({"model": str(tiny_model_dir), "replicas": "0"})
