@@ -27,8 +27,8 @@ from typing import BinaryIO, Optional, Union
 
 import numpy as np
 import soundfile as sf
-import soxr
 
+from .resample import resample
 from .silence import Pcm16, detect_leading_silence, detect_nonsilent, split_on_silence
 
 __all__ = [
@@ -84,8 +84,8 @@ def _check_rate(sample_rate: int) -> None:
 def load_audio(path: Union[str, PathLike], sample_rate: int) -> np.ndarray:
     """Read an audio file as mono float32 at ``sample_rate``.
 
-    Channels are averaged; other rates are converted with soxr (upstream uses
-    torchaudio's resampler, so resampled audio differs slightly).
+    Channels are averaged; other rates are converted as upstream does
+    (:func:`omnivoice.resample.resample`).
 
     Args:
         path: Any format libsndfile reads (WAV, FLAC, OGG, MP3, ...).
@@ -107,7 +107,7 @@ def load_audio(path: Union[str, PathLike], sample_rate: int) -> np.ndarray:
         raise ValueError(f"cannot read audio file {path}: {err}") from None
     mono = data.mean(axis=1)
     if file_rate != sample_rate:
-        mono = soxr.resample(mono, file_rate, sample_rate).astype(np.float32)
+        mono = resample(mono, file_rate, sample_rate)
     return mono
 
 

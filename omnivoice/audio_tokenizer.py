@@ -25,17 +25,14 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-import soxr
 
 from . import _core
+from .resample import resample
 
 __all__ = ["AudioTokenizer", "load_codes", "save_codes"]
 
 logger = logging.getLogger(__name__)
 
-# The reference resamples with torchaudio; the test stub and we use soxr at this quality, on
-# float64 samples, for the codec's own 24 kHz -> 16 kHz step as for the input's rate.
-_RESAMPLE_QUALITY = "HQ"
 # Full scale of the integer sample types accepted, mapped to [-1, 1).
 _INT_FULL_SCALE = {np.dtype(np.int16): 2.0**15, np.dtype(np.int32): 2.0**31}
 
@@ -140,7 +137,8 @@ class AudioTokenizer:
             wave: Mono ``[n]`` or channels-first ``[channels, n]`` samples: floats in [-1, 1], or
                 int16 / int32 PCM (scaled to [-1, 1)). Channels are averaged.
             sample_rate: Rate of ``wave`` in Hz.
-            target_rate: Wanted rate in Hz; other rates are converted with soxr.
+            target_rate: Wanted rate in Hz; other rates are converted as upstream does
+                (:func:`omnivoice.resample.resample`), in float32 unless ``wave`` is float64.
 
         Returns:
             float32 array ``[m]``.
@@ -153,7 +151,7 @@ class AudioTokenizer:
         if arr.ndim not in (1, 2):
             raise ValueError(f"audio must be [samples] or [channels, samples], got {arr.ndim} dimensions")
         if arr.dtype in _INT_FULL_SCALE:
-            arr = arr / _INT_FULL_SCALE[arr.dtype]
+            arr = (arr / _INT_FULL_SCALE[arr.dtype]).astype(np.float32)
         elif arr.dtype.kind != "f":
             raise ValueError(f"audio must be float, int16 or int32, got dtype {arr.dtype}")
         if arr.size == 0:
@@ -163,12 +161,12 @@ class AudioTokenizer:
         for name, rate in (("sample_rate", sample_rate), ("target_rate", target_rate)):
             if isinstance(rate, bool) or not isinstance(rate, (int, np.integer)) or rate <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {rate!r}")
-        mono = arr.astype(np.float64, copy=False)
+        # Upstream averages and resamples in the array's own precision (float32 from a file or
+        # the codec's 24 kHz signal); the resampler's float32 grid is part of its result.
+        mono = arr if arr.dtype == np.float64 else arr.astype(np.float32, copy=False)
         if mono.ndim == 2:
             mono = mono.mean(axis=0)
-        if sample_rate != target_rate:
-            mono = soxr.resample(mono, int(sample_rate), int(target_rate), quality=_RESAMPLE_QUALITY)
-        return mono.astype(np.float32)
+        return resample(mono, int(sample_rate), int(target_rate)).astype(np.float32)
 
     def encode(self, wave: npt.ArrayLike, sample_rate: int) -> np.ndarray:
         """Encodes audio to codes, as the reference ``HiggsAudioV2TokenizerModel.encode``.
