@@ -1,13 +1,7 @@
-"""Audio in and out: loading, silence removal, trimming, fades, volume, chunk joining, WAV writing.
+"""Audio in and out: loading files, mixing to mono and resampling, WAV writing.
 
-The processing matches upstream OmniVoice (``omnivoice/utils/audio.py`` and the
-pre/post-processing in ``OmniVoice.create_voice_clone_prompt`` and
-``generate``). Waveforms are float arrays in [-1, 1], either mono ``(T,)`` or
-channels-first ``(C, T)``; every function returns the rank it was given.
-Silence detection runs upstream's pydub algorithm on 16-bit samples (see
-:mod:`omnivoice.silence`), so its cuts land on the same samples. One
-difference: for sample rates below 11025 Hz upstream's ``remove_silence``
-resamples through pydub's 11025 Hz empty segment; this module does not.
+Waveforms are float arrays in [-1, 1], either mono ``(T,)`` or channels-first ``(C, T)``.
+Upstream's pre- and post-processing of waveforms lives in :mod:`omnivoice.postprocess`.
 
 WAV formats: ``wav16`` (16-bit PCM), ``wav24`` (24-bit PCM), ``wav32`` (32-bit
 float). The streaming writer cannot know the length when it writes the header
@@ -19,40 +13,29 @@ read to the end of the stream. On a seekable file the sizes are patched on close
 from __future__ import annotations
 
 import struct
-import warnings
 from os import PathLike
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO, Optional, Union
 
 import numpy as np
+import numpy.typing as npt
 import soundfile as sf
 
 from .resample import resample
-from .silence import Pcm16, detect_leading_silence, detect_nonsilent, split_on_silence
 
 __all__ = [
     "WAV_FORMATS",
     "StreamingWavWriter",
-    "apply_volume",
-    "cross_fade_chunks",
-    "fade_and_pad_audio",
     "load_audio",
-    "normalize_reference_rms",
-    "post_process_audio",
-    "preprocess_reference",
-    "remove_silence",
-    "trim_long_audio",
+    "to_mono",
     "truncate_to_hop",
     "write_wav",
 ]
 
-# Quieter references are boosted to this RMS before encoding; generated audio is scaled back.
-REFERENCE_MIN_RMS = 0.1
-# Without a reference, generated audio is peak-normalised to this level.
-PEAK_LEVEL = 0.5
-# Level (dBFS) below which upstream's silence removal and edge trimming call audio silent.
-SILENCE_DBFS = -50
+# Full scale of the integer sample types accepted, mapped to [-1, 1).
+_INT_FULL_SCALE = {np.dtype(np.int16): 2.0**15, np.dtype(np.int32): 2.0**31}
+
 # Format name -> (soundfile subtype, WAVE format tag, bits per sample).
 WAV_FORMATS = {"wav16": ("PCM_16", 1, 16), "wav24": ("PCM_24", 1, 24), "wav32": ("FLOAT", 3, 32)}
 # Size field value for a stream of unknown length.
@@ -84,8 +67,7 @@ def _check_rate(sample_rate: int) -> None:
 def load_audio(path: Union[str, PathLike], sample_rate: int) -> np.ndarray:
     """Read an audio file as mono float32 at ``sample_rate``.
 
-    Channels are averaged; other rates are converted as upstream does
-    (:func:`omnivoice.resample.resample`).
+    Channels are averaged and other rates converted by :func:`to_mono`, as upstream does.
 
     Args:
         path: Any format libsndfile reads (WAV, FLAC, OGG, MP3, ...).
@@ -96,7 +78,7 @@ def load_audio(path: Union[str, PathLike], sample_rate: int) -> np.ndarray:
 
     Raises:
         FileNotFoundError: No such file.
-        ValueError: The file cannot be decoded.
+        ValueError: The file cannot be decoded, or holds no samples.
     """
     _check_rate(sample_rate)
     if not Path(path).is_file():
@@ -105,190 +87,47 @@ def load_audio(path: Union[str, PathLike], sample_rate: int) -> np.ndarray:
         data, file_rate = sf.read(path, dtype="float32", always_2d=True)
     except sf.LibsndfileError as err:
         raise ValueError(f"cannot read audio file {path}: {err}") from None
-    mono = data.mean(axis=1)
-    if file_rate != sample_rate:
-        mono = resample(mono, file_rate, sample_rate)
-    return mono
+    return to_mono(data.T, file_rate, sample_rate)
 
 
-def _trim_edges(pcm: Pcm16, lead_ms: int, trail_ms: int, silence_thresh: float) -> Pcm16:
-    """Cut leading and trailing silence, keeping ``lead_ms`` / ``trail_ms`` of it."""
-    pcm = pcm.slice(max(0, detect_leading_silence(pcm, silence_thresh) - lead_ms))
-    backwards = pcm.reverse()
-    backwards = backwards.slice(max(0, detect_leading_silence(backwards, silence_thresh) - trail_ms))
-    return backwards.reverse()
-
-
-def remove_silence(
-    audio: np.ndarray,
-    sample_rate: int,
-    mid_sil: int = 300,
-    lead_sil: int = 100,
-    trail_sil: int = 300,
-) -> np.ndarray:
-    """Shorten inner silences and trim edge silences (below -50 dBFS).
-
-    Inner silences of at least ``mid_sil`` ms are cut down to at most
-    ``2 * mid_sil`` ms (``mid_sil`` kept on each side of the speech, found with
-    10 ms steps); then leading and trailing silence is cut to ``lead_sil`` and
-    ``trail_sil`` ms. The result is quantised to 16 bits, as upstream's is.
+def to_mono(wave: npt.ArrayLike, sample_rate: int, target_rate: int) -> np.ndarray:
+    """Converts audio to mono float32 at ``target_rate``: the one home of channel mixing and
+    resampling (files through :func:`load_audio`, arrays directly, the codec's 16 kHz stream).
 
     Args:
-        audio: Float waveform, (T,) or (C, T).
-        sample_rate: Sample rate in Hz.
-        mid_sil: Inner silence threshold and kept margin in ms; 0 leaves inner silences alone.
-        lead_sil: Leading silence to keep, in ms.
-        trail_sil: Trailing silence to keep, in ms.
+        wave: Mono ``[n]`` or channels-first ``[channels, n]`` samples: floats in [-1, 1], or
+            int16 / int32 PCM (scaled to [-1, 1)). Channels are averaged.
+        sample_rate: Rate of ``wave`` in Hz.
+        target_rate: Wanted rate in Hz; other rates are converted as upstream does
+            (:func:`omnivoice.resample.resample`), in float32 unless ``wave`` is float64.
 
     Returns:
-        float32 waveform, (T',) or (C, T').
-    """
-    _check_rate(sample_rate)
-    pcm = Pcm16.from_float(_as_2d(audio), sample_rate)
-    if mid_sil > 0:
-        pieces = split_on_silence(pcm, mid_sil, SILENCE_DBFS, keep_silence=mid_sil, seek_step=10)
-        joined = [piece.samples for piece in pieces] or [pcm.samples[:0]]
-        pcm = Pcm16(np.concatenate(joined), sample_rate)
-    return _like(_trim_edges(pcm, lead_sil, trail_sil, SILENCE_DBFS).to_float(), audio)
-
-
-def trim_long_audio(
-    audio: np.ndarray,
-    sample_rate: int,
-    max_duration: float = 15.0,
-    min_duration: float = 3.0,
-    trim_threshold: float = 20.0,
-) -> np.ndarray:
-    """Cut audio longer than ``trim_threshold`` s at a pause, to at most ``max_duration`` s.
-
-    The cut goes at the start of the last speech segment (after a pause of at
-    least 100 ms below -40 dBFS) that begins within ``max_duration``; if that
-    would leave less than ``min_duration``, the audio is cut at ``max_duration``.
-
-    Args:
-        audio: Float waveform, (T,) or (C, T).
-        sample_rate: Sample rate in Hz.
-        max_duration: Longest result, in seconds.
-        min_duration: Shortest result when cutting at a pause, in seconds.
-        trim_threshold: Audio up to this long (seconds) is returned unchanged.
-
-    Returns:
-        The input itself, or the trimmed float32 waveform (quantised to 16 bits).
-    """
-    _check_rate(sample_rate)
-    wave = _as_2d(audio)
-    if wave.shape[-1] / sample_rate <= trim_threshold:
-        return audio
-    pcm = Pcm16.from_float(wave, sample_rate)
-    speech = detect_nonsilent(pcm, min_silence_len=100, silence_thresh=-40, seek_step=10)
-    if not speech:
-        return audio
-
-    max_ms = int(max_duration * 1000)
-    min_ms = int(min_duration * 1000)
-    cut = 0
-    for start, end in speech:
-        if cut < start <= max_ms:
-            cut = start
-        if end > max_ms:
-            break
-    if cut < min_ms:
-        cut = min(max_ms, len(pcm))
-    return _like(pcm.slice(0, cut).to_float(), audio)
-
-
-def fade_and_pad_audio(
-    audio: np.ndarray, pad_duration: float = 0.1, fade_duration: float = 0.1, sample_rate: int = 24000
-) -> np.ndarray:
-    """Fade both ends linearly and surround with silence, against clicks.
-
-    Args:
-        audio: Float waveform, (T,) or (C, T).
-        pad_duration: Silence added on each side, in seconds (0 for none).
-        fade_duration: Length of each fade, in seconds, at most half the audio (0 for none).
-        sample_rate: Sample rate in Hz.
-
-    Returns:
-        A new waveform with T + 2 * pad samples; empty audio is returned as is.
-    """
-    _as_2d(audio)
-    _check_rate(sample_rate)
-    if audio.shape[-1] == 0:
-        return audio
-    out = audio.copy()
-    fade = min(int(fade_duration * sample_rate), out.shape[-1] // 2)
-    if fade > 0:
-        out[..., :fade] *= np.linspace(0, 1, fade, dtype=np.float32)
-        out[..., -fade:] *= np.linspace(1, 0, fade, dtype=np.float32)
-    pad = int(pad_duration * sample_rate)
-    if pad > 0:
-        out = np.pad(out, [(0, 0)] * (out.ndim - 1) + [(pad, pad)])
-    return out
-
-
-def cross_fade_chunks(chunks: list[np.ndarray], sample_rate: int, silence_duration: float = 0.3) -> np.ndarray:
-    """Join separately generated chunks with a fade-out, a silence and a fade-in.
-
-    ``silence_duration`` is split in three equal parts: the fade-out at the end
-    of each chunk, the inserted silence and the fade-in at the start of the next.
-
-    Args:
-        chunks: Float waveforms, all (T_i,) or all (C, T_i) with the same C.
-        sample_rate: Sample rate in Hz.
-        silence_duration: Length of the whole transition in seconds.
-
-    Returns:
-        The joined waveform, sum T_i + (len(chunks) - 1) * silence samples long;
-        a single chunk is returned as is.
+        float32 array ``[m]``.
 
     Raises:
-        ValueError: ``chunks`` is empty or the chunks differ in shape other than length.
+        ValueError: ``wave`` is empty, not 1-D or 2-D, of an unsupported dtype, or holds NaN
+            or inf; or a rate is not positive.
     """
-    if not chunks:
-        raise ValueError("cross_fade_chunks needs at least one chunk")
-    for chunk in chunks:
-        _as_2d(chunk, "chunk")
-    if len({chunk.shape[:-1] for chunk in chunks}) != 1:
-        raise ValueError("all chunks must have the same number of channels")
-    _check_rate(sample_rate)
-    if len(chunks) == 1:
-        return chunks[0]
-
-    third = int(silence_duration * sample_rate) // 3
-    gap = np.zeros(chunks[0].shape[:-1] + (third,), dtype=np.float32)
-    merged = chunks[0].copy()
-    for chunk in chunks[1:]:
-        fade_out = min(third, merged.shape[-1])
-        if fade_out > 0:
-            merged[..., -fade_out:] *= np.linspace(1, 0, fade_out, dtype=np.float32)
-        incoming = chunk.copy()
-        fade_in = min(third, incoming.shape[-1])
-        if fade_in > 0:
-            incoming[..., :fade_in] *= np.linspace(0, 1, fade_in, dtype=np.float32)
-        merged = np.concatenate([merged, gap, incoming], axis=-1)
-    return merged
-
-
-def normalize_reference_rms(audio: np.ndarray) -> tuple[np.ndarray, float]:
-    """Boost a quiet reference to RMS 0.1; report its original RMS.
-
-    Args:
-        audio: Float reference waveform, (T,) or (C, T).
-
-    Returns:
-        ``(audio, rms)``: the waveform, scaled up if its RMS was in (0, 0.1), and
-        the RMS before scaling (used to scale the generated audio back).
-
-    Raises:
-        ValueError: The waveform is empty or malformed.
-    """
-    _as_2d(audio)
-    if audio.size == 0:
-        raise ValueError("reference audio is empty")
-    rms = float(np.sqrt(np.mean(audio**2)))
-    if 0 < rms < REFERENCE_MIN_RMS:
-        audio = audio * REFERENCE_MIN_RMS / rms
-    return audio, rms
+    arr = np.asarray(wave)
+    if arr.ndim not in (1, 2):
+        raise ValueError(f"audio must be [samples] or [channels, samples], got {arr.ndim} dimensions")
+    if arr.dtype in _INT_FULL_SCALE:
+        arr = (arr / _INT_FULL_SCALE[arr.dtype]).astype(np.float32)
+    elif arr.dtype.kind != "f":
+        raise ValueError(f"audio must be float, int16 or int32, got dtype {arr.dtype}")
+    if arr.size == 0:
+        raise ValueError("audio is empty")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("audio contains NaN or infinite samples")
+    for name, rate in (("sample_rate", sample_rate), ("target_rate", target_rate)):
+        if isinstance(rate, bool) or not isinstance(rate, (int, np.integer)) or rate <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {rate!r}")
+    # Upstream averages and resamples in the array's own precision (float32 from a file or
+    # the codec's 24 kHz signal); the resampler's float32 grid is part of its result.
+    mono = arr if arr.dtype == np.float64 else arr.astype(np.float32, copy=False)
+    if mono.ndim == 2:
+        mono = mono.mean(axis=0)
+    return resample(mono, int(sample_rate), int(target_rate)).astype(np.float32)
 
 
 def truncate_to_hop(audio: np.ndarray, hop_length: int) -> np.ndarray:
@@ -304,98 +143,6 @@ def truncate_to_hop(audio: np.ndarray, hop_length: int) -> np.ndarray:
     if hop_length <= 0:
         raise ValueError(f"hop_length must be positive, got {hop_length}")
     return audio[..., : audio.shape[-1] - audio.shape[-1] % hop_length]
-
-
-def preprocess_reference(
-    audio: np.ndarray, sample_rate: int, ref_text_given: bool, preprocess: bool = True
-) -> tuple[np.ndarray, float]:
-    """Prepare a reference waveform for voice cloning, as upstream ``create_voice_clone_prompt``.
-
-    Boosts a quiet reference (:func:`normalize_reference_rms`); with
-    ``preprocess``, trims references over 20 s at a pause (only without a
-    transcript, which would no longer match) and removes silences (inner ones
-    to 200 ms margins, 100 ms lead, 200 ms trail). The caller then drops the
-    partial last codec frame (:func:`truncate_to_hop`).
-
-    Args:
-        audio: Mono float waveform at the model's rate, (T,) or (1, T).
-        sample_rate: Sample rate in Hz.
-        ref_text_given: Whether the user gave the reference transcript.
-        preprocess: Apply trimming and silence removal.
-
-    Returns:
-        ``(audio, rms)``: the processed waveform and the reference's original RMS.
-
-    Raises:
-        ValueError: Nothing but silence is left after silence removal.
-
-    Warns:
-        UserWarning: The reference is over 20 s long.
-    """
-    audio, rms = normalize_reference_rms(audio)
-    if preprocess:
-        if not ref_text_given:
-            audio = trim_long_audio(audio, sample_rate, trim_threshold=20.0)
-        audio = remove_silence(audio, sample_rate, mid_sil=200, lead_sil=100, trail_sil=200)
-        if audio.shape[-1] == 0:
-            raise ValueError("Reference audio is empty after silence removal. Try setting preprocess_prompt=False.")
-    duration = audio.shape[-1] / sample_rate
-    if duration > 20.0:
-        warnings.warn(
-            f"Reference audio is {duration:.1f}s long (>20s). This may cause slower generation, higher "
-            "memory usage, and degraded voice cloning quality. We recommend trimming it to 3-10s.",
-            stacklevel=2,
-        )
-    return audio, rms
-
-
-def post_process_audio(
-    audio: np.ndarray,
-    sample_rate: int,
-    ref_rms: Optional[float],
-    postprocess_output: bool = True,
-    pad_duration: float = 0.1,
-    fade_duration: float = 0.1,
-) -> np.ndarray:
-    """Finish generated audio, as upstream ``_post_process_audio``.
-
-    With ``postprocess_output``, inner silences are cut to 500 ms margins and the
-    edges to 100 ms. Volume: audio cloned from a quiet reference (RMS below 0.1,
-    boosted before encoding) is scaled back by ``ref_rms / 0.1``; audio made
-    without a reference is peak-normalised to 0.5. Then the ends are faded and
-    padded (:func:`fade_and_pad_audio`).
-
-    Args:
-        audio: Decoded float waveform, (T,) or (C, T).
-        sample_rate: Sample rate in Hz.
-        ref_rms: RMS of the reference before boosting, or ``None`` without a reference.
-        postprocess_output: Remove silences.
-        pad_duration: Silence added on each side, in seconds.
-        fade_duration: Fade length, in seconds.
-
-    Returns:
-        The processed waveform, same rank as ``audio``.
-    """
-    if postprocess_output:
-        audio = remove_silence(audio, sample_rate, mid_sil=500, lead_sil=100, trail_sil=100)
-    return fade_and_pad_audio(apply_volume(audio, ref_rms), pad_duration, fade_duration, sample_rate)
-
-
-def apply_volume(audio: np.ndarray, ref_rms: Optional[float], peak: Optional[float] = None) -> np.ndarray:
-    """The volume rule of :func:`post_process_audio`.
-
-    Audio cloned from a quiet reference (RMS below 0.1) is scaled by ``ref_rms / 0.1``;
-    audio made without a reference is scaled so that ``peak`` (default: its own peak)
-    becomes 0.5.
-    """
-    if ref_rms is not None and ref_rms < REFERENCE_MIN_RMS:
-        return audio * ref_rms / REFERENCE_MIN_RMS
-    if ref_rms is None:
-        if peak is None:
-            peak = np.abs(audio).max(initial=0.0)
-        if peak > 1e-6:
-            return audio / peak * PEAK_LEVEL
-    return audio
 
 
 def _check_format(fmt: str) -> None:

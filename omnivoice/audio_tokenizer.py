@@ -25,16 +25,12 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-
 from . import _core
-from .resample import resample
+from .audio import to_mono
 
 __all__ = ["AudioTokenizer", "load_codes", "save_codes"]
 
 logger = logging.getLogger(__name__)
-
-# Full scale of the integer sample types accepted, mapped to [-1, 1).
-_INT_FULL_SCALE = {np.dtype(np.int16): 2.0**15, np.dtype(np.int32): 2.0**31}
 
 CODES_MAGIC = b"OVRQ"
 CODES_VERSION = 1
@@ -129,49 +125,10 @@ class AudioTokenizer:
         """Sample rate of the HuBERT (semantic) stream in Hz (16000)."""
         return int(self.metadata["omnivoice.semantic_sample_rate"])
 
-    @staticmethod
-    def to_mono(wave: npt.ArrayLike, sample_rate: int, target_rate: int) -> np.ndarray:
-        """Converts audio to mono float32 at ``target_rate``.
-
-        Args:
-            wave: Mono ``[n]`` or channels-first ``[channels, n]`` samples: floats in [-1, 1], or
-                int16 / int32 PCM (scaled to [-1, 1)). Channels are averaged.
-            sample_rate: Rate of ``wave`` in Hz.
-            target_rate: Wanted rate in Hz; other rates are converted as upstream does
-                (:func:`omnivoice.resample.resample`), in float32 unless ``wave`` is float64.
-
-        Returns:
-            float32 array ``[m]``.
-
-        Raises:
-            ValueError: ``wave`` is empty, not 1-D or 2-D, of an unsupported dtype, or holds NaN
-                or inf; or a rate is not positive.
-        """
-        arr = np.asarray(wave)
-        if arr.ndim not in (1, 2):
-            raise ValueError(f"audio must be [samples] or [channels, samples], got {arr.ndim} dimensions")
-        if arr.dtype in _INT_FULL_SCALE:
-            arr = (arr / _INT_FULL_SCALE[arr.dtype]).astype(np.float32)
-        elif arr.dtype.kind != "f":
-            raise ValueError(f"audio must be float, int16 or int32, got dtype {arr.dtype}")
-        if arr.size == 0:
-            raise ValueError("audio is empty")
-        if not np.all(np.isfinite(arr)):
-            raise ValueError("audio contains NaN or infinite samples")
-        for name, rate in (("sample_rate", sample_rate), ("target_rate", target_rate)):
-            if isinstance(rate, bool) or not isinstance(rate, (int, np.integer)) or rate <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {rate!r}")
-        # Upstream averages and resamples in the array's own precision (float32 from a file or
-        # the codec's 24 kHz signal); the resampler's float32 grid is part of its result.
-        mono = arr if arr.dtype == np.float64 else arr.astype(np.float32, copy=False)
-        if mono.ndim == 2:
-            mono = mono.mean(axis=0)
-        return resample(mono, int(sample_rate), int(target_rate)).astype(np.float32)
-
     def encode(self, wave: npt.ArrayLike, sample_rate: int) -> np.ndarray:
         """Encodes audio to codes, as the reference ``HiggsAudioV2TokenizerModel.encode``.
 
-        The audio is brought to mono at :attr:`sample_rate` (24 kHz, :meth:`to_mono`); the codec
+        The audio is brought to mono at :attr:`sample_rate` (24 kHz, :func:`omnivoice.audio.to_mono`); the codec
         then resamples that to 16 kHz for HuBERT, as the reference does. Lengths that are not a
         whole number of frames are padded the reference's way; callers that want upstream
         OmniVoice's voice-clone prompt first drop the partial last frame
@@ -186,18 +143,18 @@ class AudioTokenizer:
             int32 codes ``[n_codebooks, T]``, T about ``n / sample_rate * frame_rate``.
 
         Raises:
-            ValueError: Bad audio (see :meth:`to_mono`), audio shorter than one frame, or a file
+            ValueError: Bad audio (see :func:`omnivoice.audio.to_mono`), audio shorter than one frame, or a file
                 converted without the encoder.
         """
         if not self.has_encoder:
             raise ValueError("this codec file has no encoder (converted with --no-encoder); it can only decode")
-        wave24 = self.to_mono(wave, sample_rate, self.sample_rate)
+        wave24 = to_mono(wave, sample_rate, self.sample_rate)
         if wave24.size < self.hop_length:
             raise ValueError(
                 f"audio too short to encode: {wave24.size} samples at {self.sample_rate} Hz, "
                 f"one frame needs {self.hop_length}"
             )
-        wave16 = self.to_mono(wave24, self.sample_rate, self.semantic_sample_rate)
+        wave16 = to_mono(wave24, self.sample_rate, self.semantic_sample_rate)
         return self._codec.encode(wave24, wave16)
 
 

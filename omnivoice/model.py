@@ -6,38 +6,23 @@ arguments as upstream's and returns a list of float32 numpy arrays at 24 kHz, on
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Iterator, Optional, Sequence, Union
+from typing import Any, Iterator, Optional, Union
 
 import numpy as np
 
 from . import _core
-from .audio import (
-    apply_volume,
-    cross_fade_chunks,
-    fade_and_pad_audio,
-    load_audio,
-    post_process_audio,
-    preprocess_reference,
-    remove_silence,
-    truncate_to_hop,
-)
+from .audio import load_audio, to_mono, truncate_to_hop
 from .audio_tokenizer import AudioTokenizer
-from .chunking import add_punctuation, chunk_text_for_generation
-from .duration import estimate_target_tokens, resolve_target_lengths
-from .lang_map import resolve_language
-from .maskgit import MaskGITConfig, generate as maskgit_generate, pack_prompts
+from .chunking import add_punctuation
+from .maskgit import MaskGITConfig
 from .model_files import resolve_model
-from .prompt import build_prompt
+from .pipeline import AudioChunk, Pipeline, Progress
+from .postprocess import preprocess_reference
 from .tokenizer import TextTokenizer
-from .voice_design import contains_chinese, resolve_instruct
-
-logger = logging.getLogger(__name__)
 
 AudioInput = Union[str, os.PathLike, tuple[np.ndarray, int]]
-Progress = Callable[[str, int, int], None]
 
 
 @dataclass
@@ -100,39 +85,6 @@ class VoiceClonePrompt:
         return cls(ref_audio_tokens=tokens, ref_text=text, ref_rms=rms)
 
 
-@dataclass
-class AudioChunk:
-    """One piece of streamed audio (float32 at 24 kHz) and the text it speaks."""
-
-    audio: np.ndarray
-    text: str
-    index: int
-
-
-@dataclass
-class _Item:
-    """One text to generate, after resolving language, instruct, reference and length."""
-
-    text: str
-    target_len: int
-    lang: Optional[str]
-    instruct: Optional[str]
-    ref_text: Optional[str] = None
-    ref_tokens: Optional[np.ndarray] = None
-    ref_rms: Optional[float] = None
-    speed: float = 1.0
-
-
-def _as_list(x: Any, n: int, what: str) -> list[Any]:
-    """Upstream's ``_ensure_list``: one value for all items, or one per item."""
-    xs = x if isinstance(x, list) else [x]
-    if len(xs) == 1:
-        return xs * n
-    if len(xs) != n:
-        raise ValueError(f"{what}: expected 1 or {n} values (one per text), got {len(xs)}")
-    return xs
-
-
 class OmniVoice:
     """OmniVoice TTS: text (plus an optional voice description or reference) to 24 kHz speech."""
 
@@ -142,8 +94,9 @@ class OmniVoice:
         self.audio_tokenizer = audio_tokenizer
         self.text_tokenizer = text_tokenizer
         self.backend = backend
-        self.sampling_rate: int = audio_tokenizer.sample_rate
-        self.frame_rate: float = audio_tokenizer.sample_rate / audio_tokenizer.hop_length
+        self.pipeline = Pipeline(lm, audio_tokenizer, text_tokenizer)
+        self.sampling_rate: int = self.pipeline.sampling_rate
+        self.frame_rate: float = self.pipeline.frame_rate
 
     @classmethod
     def from_pretrained(cls, model: Union[str, os.PathLike], codec: Union[str, os.PathLike, None] = None,
@@ -220,20 +173,9 @@ class OmniVoice:
         config = generation_config or OmniVoiceGenerationConfig.from_dict(kwargs)
         config.validate()  # before any work
         rng = np.random.default_rng(seed)
-        items = self._prepare_items(text, language, ref_text, ref_audio, voice_clone_prompt, instruct,
-                                    duration, speed, config)
-        threshold = int(config.audio_chunk_threshold * self.frame_rate)
-        short = [i for i, it in enumerate(items) if it.target_len <= threshold]
-        long = [i for i, it in enumerate(items) if it.target_len > threshold]
-
-        tokens: list[list[np.ndarray]] = [[] for _ in items]
-        if short:
-            for i, t in zip(short, self._generate_tokens([items[i] for i in short], config, rng, progress)):
-                tokens[i] = [t]
-        if long:
-            for i, chunks in zip(long, self._generate_chunked([items[i] for i in long], config, rng, progress)):
-                tokens[i] = chunks
-        return [self._decode_and_post_process(toks, item.ref_rms, config) for toks, item in zip(tokens, items)]
+        items = self.pipeline.prepare(text, language, ref_text, ref_audio, voice_clone_prompt, instruct,
+                                      duration, speed, config, self.create_voice_clone_prompt)
+        return self.pipeline.run(items, config, rng, progress)
 
     def generate_stream(
         self,
@@ -267,14 +209,9 @@ class OmniVoice:
         config = generation_config or OmniVoiceGenerationConfig.from_dict(kwargs)
         config.validate()  # before any work
         rng = np.random.default_rng(seed)
-        (item,) = self._prepare_items(text, language, ref_text, ref_audio, voice_clone_prompt, instruct,
-                                      duration, speed, config)
-        threshold = int(config.audio_chunk_threshold * self.frame_rate)
-        if item.target_len <= threshold:
-            pieces = iter([(item.text, self._generate_tokens([item], config, rng, progress)[0])])
-        else:
-            pieces = self._chunk_token_stream(item, config, rng, progress)
-        yield from self._stream_audio(pieces, item.ref_rms, config)
+        (item,) = self.pipeline.prepare(text, language, ref_text, ref_audio, voice_clone_prompt, instruct,
+                                        duration, speed, config, self.create_voice_clone_prompt)
+        yield from self.pipeline.stream(item, config, rng, progress)
 
     def create_voice_clone_prompt(self, ref_audio: AudioInput, ref_text: Optional[str] = None,
                                   preprocess_prompt: bool = True) -> VoiceClonePrompt:
@@ -312,183 +249,5 @@ class OmniVoice:
         if not (isinstance(ref_audio, tuple) and len(ref_audio) == 2):
             raise ValueError("ref_audio must be a path or a (waveform, sample_rate) tuple")
         wave, sr = ref_audio
-        return self.audio_tokenizer.to_mono(np.asarray(wave), int(sr), self.sampling_rate)
+        return to_mono(np.asarray(wave), int(sr), self.sampling_rate)
 
-    def _prepare_items(self, text: Union[str, list[str]], language: Any, ref_text: Any, ref_audio: Any,
-                       voice_clone_prompt: Any, instruct: Any, duration: Any, speed: Any,
-                       config: OmniVoiceGenerationConfig) -> list[_Item]:
-        texts = [text] if isinstance(text, str) else list(text)
-        if not texts or not all(isinstance(t, str) for t in texts):
-            raise ValueError("text must be a string or a non-empty list of strings")
-        for t in texts:
-            if not t.strip():
-                raise ValueError("text is empty")
-        n = len(texts)
-        langs = [resolve_language(x) for x in _as_list(language, n, "language")]
-        instructs = [None if s is None else resolve_instruct(s, use_zh=contains_chinese(t))
-                     for s, t in zip(_as_list(instruct, n, "instruct"), texts)]
-
-        if voice_clone_prompt is not None and (ref_text is not None or ref_audio is not None):
-            logger.warning("both voice_clone_prompt and ref_text/ref_audio given: using voice_clone_prompt")
-        elif ref_audio is not None:
-            # One reference for the whole batch is encoded once, then shared.
-            m = max(len(x) if isinstance(x, list) else 1 for x in (ref_audio, ref_text))
-            voice_clone_prompt = [
-                self.create_voice_clone_prompt(a, t, preprocess_prompt=config.preprocess_prompt)
-                for a, t in zip(_as_list(ref_audio, m, "ref_audio"), _as_list(ref_text, m, "ref_text"))
-            ]
-        elif ref_text is not None:
-            raise ValueError("ref_text was given without ref_audio")
-        prompts = _as_list(voice_clone_prompt, n, "voice_clone_prompt")
-
-        ref_tokens = [None if p is None else np.asarray(p.ref_audio_tokens, dtype=np.int32) for p in prompts]
-        ref_texts = [None if p is None else p.ref_text for p in prompts]
-        lengths, speeds = resolve_target_lengths(
-            texts, ref_texts, [None if t is None else t.shape[1] for t in ref_tokens], self.frame_rate,
-            speed=speed, duration=duration)
-        items = [
-            _Item(text=texts[i], target_len=lengths[i], lang=langs[i], instruct=instructs[i],
-                  ref_text=ref_texts[i], ref_tokens=ref_tokens[i],
-                  ref_rms=None if prompts[i] is None else prompts[i].ref_rms,
-                  speed=1.0 if speeds is None else speeds[i])
-            for i in range(n)
-        ]
-        return items
-
-    # ------------------------------------------------------------------ generation
-
-    def _generate_tokens(self, items: Sequence[_Item], config: OmniVoiceGenerationConfig,
-                         rng: np.random.Generator, progress: Optional[Progress]) -> list[np.ndarray]:
-        """MaskGIT over a batch of items: one int32 ``[8, target_len]`` grid per item."""
-        prompts = [
-            build_prompt(self.text_tokenizer, it.text, it.target_len, ref_text=it.ref_text,
-                         ref_codes=it.ref_tokens, lang=it.lang, instruct=it.instruct, denoise=config.denoise)
-            for it in items
-        ]
-        batch = pack_prompts(prompts, guided=config.guidance_scale != 0)
-        session = self.lm.session(batch.segments)
-        steps = 0
-
-        def forward(input_ids: np.ndarray, audio_mask: np.ndarray) -> np.ndarray:
-            nonlocal steps
-            logits = session.forward(input_ids, audio_mask)
-            steps += 1
-            if progress is not None:
-                progress("steps", steps, config.num_step)
-            return logits
-
-        tokens = maskgit_generate(forward, batch, config, rng)
-        if progress is not None and steps < config.num_step:
-            progress("steps", config.num_step, config.num_step)  # steps with nothing to unmask are skipped
-        return tokens
-
-    def _chunk_batches(self, items: Sequence[_Item], config: OmniVoiceGenerationConfig,
-                       rng: np.random.Generator, progress: Optional[Progress]
-                       ) -> Iterator[list[tuple[int, str, np.ndarray]]]:
-        """Upstream's ``_generate_chunked``, as a generator of ``(item, chunk text, tokens)`` per batch.
-
-        Chunk ``ci`` of every item runs in one batch. With a reference every chunk is cloned from
-        it; without, chunk 0 is generated first and becomes the voice prompt of the later chunks.
-        """
-        texts = [chunk_text_for_generation(it.text, it.target_len, config.audio_chunk_duration, self.frame_rate)
-                 for it in items]
-        with_ref = [it.ref_tokens is not None for it in items]
-        if any(with_ref) and not all(with_ref):
-            raise ValueError("long-form batch mixes texts with and without a reference voice; "
-                             "generate them in separate calls")
-        first: dict[int, np.ndarray] = {}
-        n_chunks = max(len(t) for t in texts)
-        for ci in range(n_chunks):
-            idx = [i for i in range(len(items)) if ci < len(texts[i])]
-            batch = []
-            for i in idx:
-                it = items[i]
-                if it.ref_tokens is not None:
-                    ref_tokens, ref_text = it.ref_tokens, it.ref_text
-                elif ci == 0:
-                    ref_tokens, ref_text = None, None
-                else:
-                    ref_tokens, ref_text = first[i], texts[i][0]
-                n_ref = None if ref_tokens is None else ref_tokens.shape[1]
-                batch.append(_Item(text=texts[i][ci], lang=it.lang, instruct=it.instruct,
-                                   ref_text=ref_text, ref_tokens=ref_tokens, ref_rms=it.ref_rms,
-                                   speed=it.speed,
-                                   target_len=estimate_target_tokens(texts[i][ci], ref_text, n_ref, it.speed)))
-            tokens = self._generate_tokens(batch, config, rng, progress)
-            if ci == 0 and not all(with_ref):
-                first = dict(zip(idx, tokens))
-            if progress is not None:
-                progress("chunks", ci + 1, n_chunks)
-            yield [(i, texts[i][ci], t) for i, t in zip(idx, tokens)]
-
-    def _generate_chunked(self, items: Sequence[_Item], config: OmniVoiceGenerationConfig,
-                          rng: np.random.Generator, progress: Optional[Progress]) -> list[list[np.ndarray]]:
-        out: list[list[np.ndarray]] = [[] for _ in items]
-        for batch in self._chunk_batches(items, config, rng, progress):
-            for i, _, tokens in batch:
-                out[i].append(tokens)
-        return out
-
-    def _chunk_token_stream(self, item: _Item, config: OmniVoiceGenerationConfig, rng: np.random.Generator,
-                            progress: Optional[Progress]) -> Iterator[tuple[str, np.ndarray]]:
-        for ((_, text, tokens),) in self._chunk_batches([item], config, rng, progress):
-            yield text, tokens
-
-    # ------------------------------------------------------------------ audio out
-
-    def _post_process_piece(self, audio: np.ndarray, ref_rms: Optional[float], postprocess: bool,
-                            first: bool, last: bool, peak: np.floating) -> np.ndarray:
-        """``post_process_audio`` for one streamed piece: edges trimmed, faded and padded only
-        where they are the signal's real start or end; ``peak`` stands in for the global peak."""
-        sr = self.sampling_rate
-        if postprocess:
-            keep_all = 10**9  # ms of edge silence to keep: trims nothing at an inner edge
-            audio = remove_silence(audio, sr, mid_sil=500, lead_sil=100 if first else keep_all,
-                                   trail_sil=100 if last else keep_all)
-        audio = apply_volume(audio, ref_rms, peak)
-        if not (first or last) or audio.size == 0:
-            return audio
-        if first and last:
-            return fade_and_pad_audio(audio, sample_rate=sr)
-        # Fading and padding a doubled copy and keeping one half gives exactly one edge's treatment.
-        both = fade_and_pad_audio(np.concatenate([audio, audio]), sample_rate=sr)
-        pad = (both.size - 2 * audio.size) // 2
-        return both[: pad + audio.size] if first else both[pad + audio.size:]
-
-    def _decode_and_post_process(self, tokens: list[np.ndarray], ref_rms: Optional[float],
-                                 config: OmniVoiceGenerationConfig) -> np.ndarray:
-        audios = [self.audio_tokenizer.decode(t) for t in tokens]
-        audio = audios[0] if len(audios) == 1 else cross_fade_chunks(audios, self.sampling_rate)
-        return post_process_audio(audio, self.sampling_rate, ref_rms, config.postprocess_output).astype(
-            np.float32, copy=False)
-
-    def _stream_audio(self, pieces: Iterator[tuple[str, np.ndarray]], ref_rms: Optional[float],
-                      config: OmniVoiceGenerationConfig) -> Iterator[AudioChunk]:
-        """Decodes chunk tokens as they come and yields post-processed audio (see generate_stream)."""
-        sr = self.sampling_rate
-        pending: Optional[tuple[str, np.ndarray]] = None  # last chunk, held until we know if it is last
-        peak: Optional[np.floating] = None
-        index = 0
-
-        def emit(text: str, audio: np.ndarray, last: bool) -> AudioChunk:
-            nonlocal peak, index
-            if peak is None:
-                peak = np.abs(audio).max(initial=0.0)
-            out = self._post_process_piece(audio, ref_rms, config.postprocess_output, first=index == 0,
-                                           last=last, peak=peak)
-            chunk = AudioChunk(audio=out.astype(np.float32, copy=False), text=text, index=index)
-            index += 1
-            return chunk
-
-        for text, tokens in pieces:
-            audio = self.audio_tokenizer.decode(tokens)
-            if pending is not None:
-                prev_text, prev = pending
-                # cross_fade_chunks, one junction at a time: fade out, silence, fade in.
-                joined = cross_fade_chunks([prev, audio], sr)
-                head = joined[: joined.size - audio.size]
-                yield emit(prev_text, head, last=False)
-                audio = joined[joined.size - audio.size:]
-            pending = (text, audio)
-        if pending is not None:
-            yield emit(pending[0], pending[1], last=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from omnivoice import audio
+from omnivoice import audio, postprocess
 
 FIXTURES = Path(__file__).parent / "data" / "fixtures"
 _NPZ = np.load(FIXTURES / "audio_postprocess.npz")
@@ -45,14 +45,14 @@ def rate_of(name: str) -> int:
 @pytest.mark.parametrize("case", cases("remove_silence"), ids=case_id)
 def test_remove_silence(case: dict) -> None:
     name = case["signal"]
-    out = audio.remove_silence(signal(name), rate_of(name), case["mid_sil"], case["lead_sil"], case["trail_sil"])
+    out = postprocess.remove_silence(signal(name), rate_of(name), case["mid_sil"], case["lead_sil"], case["trail_sil"])
     np.testing.assert_array_equal(out, load(case["output"]))
 
 
 @pytest.mark.parametrize("case", cases("trim_long_audio"), ids=case_id)
 def test_trim_long_audio(case: dict) -> None:
     name = case["signal"]
-    out = audio.trim_long_audio(
+    out = postprocess.trim_long_audio(
         signal(name), rate_of(name), case["max_duration"], case["min_duration"], case["trim_threshold"]
     )
     np.testing.assert_array_equal(out, load(case["output"]))
@@ -60,7 +60,7 @@ def test_trim_long_audio(case: dict) -> None:
 
 @pytest.mark.parametrize("case", cases("fade_and_pad_audio"), ids=case_id)
 def test_fade_and_pad_audio(case: dict) -> None:
-    out = audio.fade_and_pad_audio(
+    out = postprocess.fade_and_pad_audio(
         signal(case["signal"]), case["pad_duration"], case["fade_duration"], case["sample_rate"]
     )
     np.testing.assert_allclose(out, load(case["output"]), rtol=1e-6, atol=1e-7)
@@ -69,7 +69,7 @@ def test_fade_and_pad_audio(case: dict) -> None:
 @pytest.mark.parametrize("case", cases("cross_fade_chunks"), ids=case_id)
 def test_cross_fade_chunks(case: dict) -> None:
     chunks = [signal(name) for name in case["chunks"]]
-    out = audio.cross_fade_chunks(chunks, case["sample_rate"], case["silence_duration"])
+    out = postprocess.cross_fade_chunks(chunks, case["sample_rate"], case["silence_duration"])
     np.testing.assert_allclose(out, load(case["output"]), rtol=1e-6, atol=1e-7)
 
 
@@ -77,7 +77,7 @@ def test_cross_fade_chunks(case: dict) -> None:
 def test_preprocess_reference(case: dict) -> None:
     name = case["signal"]
     wave = signal(name) * np.float32(case["gain"])
-    out, rms = audio.preprocess_reference(wave, rate_of(name), case["ref_text_given"])
+    out, rms = postprocess.preprocess_reference(wave, rate_of(name), case["ref_text_given"])
     out = audio.truncate_to_hop(out, case["hop_length"])
     assert rms == pytest.approx(case["ref_rms"], rel=1e-6)
     np.testing.assert_array_equal(out, load(case["output"]))
@@ -94,18 +94,18 @@ def test_post_process(case: dict) -> None:
     pieces = _chunk_pieces()
     chunks = [pieces[i] for i in case["pieces"]]
     rate = case["sample_rate"]
-    decoded = audio.cross_fade_chunks(chunks, rate) if len(chunks) > 1 else chunks[0]
-    out = audio.post_process_audio(decoded, rate, case["ref_rms"], case["postprocess_output"])
+    decoded = postprocess.cross_fade_chunks(chunks, rate) if len(chunks) > 1 else chunks[0]
+    out = postprocess.post_process_audio(decoded, rate, case["ref_rms"], case["postprocess_output"])
     np.testing.assert_allclose(out[0], load(case["output"]), rtol=1e-6, atol=1e-7)
 
 
 def test_reference_rms_boost() -> None:
     quiet = np.full((1, 100), 0.01, np.float32)
-    boosted, rms = audio.normalize_reference_rms(quiet)
+    boosted, rms = postprocess.normalize_reference_rms(quiet)
     assert rms == pytest.approx(0.01)
     np.testing.assert_allclose(boosted, 0.1, rtol=1e-6)
     loud = np.full((1, 100), 0.5, np.float32)
-    assert audio.normalize_reference_rms(loud)[0] is loud
+    assert postprocess.normalize_reference_rms(loud)[0] is loud
 
 
 def test_truncate_to_hop() -> None:
@@ -116,13 +116,13 @@ def test_truncate_to_hop() -> None:
 
 def test_mono_1d_matches_2d() -> None:
     wave = signal("speechy12k")
-    np.testing.assert_array_equal(audio.remove_silence(wave[0], 12000), audio.remove_silence(wave, 12000)[0])
+    np.testing.assert_array_equal(postprocess.remove_silence(wave[0], 12000), postprocess.remove_silence(wave, 12000)[0])
     np.testing.assert_array_equal(
-        audio.post_process_audio(wave[0], 12000, None), audio.post_process_audio(wave, 12000, None)[0]
+        postprocess.post_process_audio(wave[0], 12000, None), postprocess.post_process_audio(wave, 12000, None)[0]
     )
     chunks = [wave[0, :500], wave[0, 500:900]]
     np.testing.assert_array_equal(
-        audio.cross_fade_chunks(chunks, 1000), audio.cross_fade_chunks([c[None] for c in chunks], 1000)[0]
+        postprocess.cross_fade_chunks(chunks, 1000), postprocess.cross_fade_chunks([c[None] for c in chunks], 1000)[0]
     )
     assert audio.truncate_to_hop(wave[0], 960).shape == (wave.shape[1] // 960 * 960,)
 
@@ -158,14 +158,14 @@ def test_load_audio_errors(tmp_path: Path) -> None:
 )
 def test_bad_waveform_rejected(bad: np.ndarray, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        audio.remove_silence(bad, 24000)
+        postprocess.remove_silence(bad, 24000)
 
 
 def test_reference_all_silence_rejected() -> None:
     with pytest.raises(ValueError, match="empty after silence removal"):
-        audio.preprocess_reference(np.zeros((1, 24000), np.float32), 24000, ref_text_given=True)
+        postprocess.preprocess_reference(np.zeros((1, 24000), np.float32), 24000, ref_text_given=True)
 
 
 def test_cross_fade_needs_chunks() -> None:
     with pytest.raises(ValueError, match="at least one"):
-        audio.cross_fade_chunks([], 24000)
+        postprocess.cross_fade_chunks([], 24000)

@@ -224,7 +224,7 @@ def test_lm_metadata(converted, backend):
         "omnivoice-lm.attention.layer_norm_rms_epsilon": llm["rms_norm_eps"],
         "omnivoice-lm.rope.freq_base": llm["rope_parameters"]["rope_theta"],
     }
-    core_md, core_tensors = _core.read_gguf(str(lm_path), "omnivoice-lm", backend)
+    core_md, core_tensors = _core.testing.read_gguf(str(lm_path), "omnivoice-lm", backend)
     for md in (read_gguf_metadata(lm_path), core_md):
         for key, value in want.items():
             assert md[key] == value, key
@@ -296,7 +296,7 @@ def test_codec_metadata(converted, backend):
         "omnivoice.semantic_encoder.block_dilations": cfg["block_dilations"],
         "omnivoice.semantic_encoder.channel_ratios": cfg["channel_ratios"],
     }
-    core_md, _ = _core.read_gguf(str(codec_path), "omnivoice-tokenizer", backend)
+    core_md, _ = _core.testing.read_gguf(str(codec_path), "omnivoice-tokenizer", backend)
     for md in (read_gguf_metadata(codec_path), core_md):
         for key, value in want.items():
             assert md[key] == value, key

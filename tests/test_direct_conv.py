@@ -56,17 +56,17 @@ def test_conv_matches_numpy(
     w = (rng.standard_normal((oc, ic, k)) / np.sqrt(ic * k)).astype(np.float32)
     b = rng.standard_normal(oc).astype(np.float32)
     want = conv1d_ref(x, w, b, stride, padding, dilation)
-    got = _core.op_conv1d(x, direct_weight(w), b, None, stride, padding, dilation, n_threads)
+    got = _core.testing.op_conv1d(x, direct_weight(w), b, None, stride, padding, dilation, n_threads)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
     res = rng.standard_normal(want.shape).astype(np.float32)
-    got = _core.op_conv1d(x, direct_weight(w), None, res, stride, padding, dilation, n_threads)
+    got = _core.testing.op_conv1d(x, direct_weight(w), None, res, stride, padding, dilation, n_threads)
     np.testing.assert_allclose(got, want - b + res, rtol=1e-5, atol=1e-5)
 
 
 def test_conv_bad_input() -> None:
     x = np.zeros((10, 4), np.float32)
     with pytest.raises(ValueError, match="multiple of 4"):
-        _core.op_conv1d(x, np.zeros((8, 10), np.float32))
+        _core.testing.op_conv1d(x, np.zeros((8, 10), np.float32))
     with pytest.raises(ValueError, match="shorter"):
-        _core.op_conv1d(x, np.zeros((4 * 20, 16), np.float32))
+        _core.testing.op_conv1d(x, np.zeros((4 * 20, 16), np.float32))

@@ -25,13 +25,13 @@ def test_gelu_erf_matches_numpy() -> None:
     x = (rng.standard_normal((53, 37)) * 4).astype(np.float32)
     bias = rng.standard_normal(37).astype(np.float32)
     # The op's erfc approximation is good to 3e-7 absolute (Abramowitz & Stegun 7.1.28).
-    np.testing.assert_allclose(_core.op_gelu_erf(x), gelu_ref(x), rtol=1e-6, atol=2e-6)
-    np.testing.assert_allclose(_core.op_gelu_erf(x, bias), gelu_ref(x + bias), rtol=1e-6, atol=2e-6)
+    np.testing.assert_allclose(_core.testing.op_gelu_erf(x), gelu_ref(x), rtol=1e-6, atol=2e-6)
+    np.testing.assert_allclose(_core.testing.op_gelu_erf(x, bias), gelu_ref(x + bias), rtol=1e-6, atol=2e-6)
 
 
 def test_gelu_erf_threads_agree() -> None:
     x = np.random.default_rng(1).standard_normal((999, 48)).astype(np.float32)
-    np.testing.assert_array_equal(_core.op_gelu_erf(x, n_threads=1), _core.op_gelu_erf(x, n_threads=3))
+    np.testing.assert_array_equal(_core.testing.op_gelu_erf(x, n_threads=1), _core.testing.op_gelu_erf(x, n_threads=3))
 
 
 @pytest.mark.parametrize("over_time", [False, True])
@@ -45,9 +45,9 @@ def test_norm_matches_numpy(over_time: bool) -> None:
     mean = xd.mean(axis=axis, keepdims=True)
     var = xd.var(axis=axis, keepdims=True)
     want = (xd - mean) / np.sqrt(var + EPS) * w + b
-    got = _core.op_norm(x, w, b, EPS, over_time)
+    got = _core.testing.op_norm(x, w, b, EPS, over_time)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    np.testing.assert_array_equal(got, _core.op_norm(x, w, b, EPS, over_time, n_threads=3))
+    np.testing.assert_array_equal(got, _core.testing.op_norm(x, w, b, EPS, over_time, n_threads=3))
 
 
 def test_layer_norm_adds_bias_and_residual_first() -> None:
@@ -57,16 +57,16 @@ def test_layer_norm_adds_bias_and_residual_first() -> None:
     b, xb = rng.standard_normal((2, 48)).astype(np.float32)
     v = ((x + xb) + res).astype(np.float64)
     want = (v - v.mean(1, keepdims=True)) / np.sqrt(v.var(1, keepdims=True) + EPS) * w + b
-    got = _core.op_norm(x, w, b, EPS, False, residual=res, x_bias=xb)
+    got = _core.testing.op_norm(x, w, b, EPS, False, residual=res, x_bias=xb)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_ops_bad_input() -> None:
     x = np.zeros((4, 3), np.float32)
     with pytest.raises(ValueError, match="gelu_erf"):
-        _core.op_gelu_erf(x, np.zeros(2, np.float32))
+        _core.testing.op_gelu_erf(x, np.zeros(2, np.float32))
     with pytest.raises(ValueError, match="norm"):
-        _core.op_norm(x, np.ones(3, np.float32), np.zeros(2, np.float32), EPS, False)
+        _core.testing.op_norm(x, np.ones(3, np.float32), np.zeros(2, np.float32), EPS, False)
 
 
 def rvq_encode_ref(x, w_in, b_in, embed, w_out, b_out):
@@ -93,10 +93,10 @@ def test_rvq_encode_matches_numpy() -> None:
     w_out = (rng.standard_normal((n_q, hidden, dim)) / np.sqrt(dim)).astype(np.float32)
     b_out = (rng.standard_normal((n_q, hidden)) * 0.1).astype(np.float32)
     args = (x, w_in, b_in, embed, w_out, b_out)
-    got = _core.op_rvq_encode(*args)
+    got = _core.testing.op_rvq_encode(*args)
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, rvq_encode_ref(*args))
-    np.testing.assert_array_equal(got, _core.op_rvq_encode(*args, n_threads=3))
+    np.testing.assert_array_equal(got, _core.testing.op_rvq_encode(*args, n_threads=3))
 
 
 def test_rvq_encode_ties_take_the_first_entry() -> None:
@@ -105,4 +105,4 @@ def test_rvq_encode_ties_take_the_first_entry() -> None:
     embed = np.array([[[1, 0], [0, 1], [1, 0], [0, 1]]], np.float32)
     x = np.array([[2, 0], [0, 3], [1, 1]], np.float32)
     zeros = np.zeros((1, 2), np.float32)
-    np.testing.assert_array_equal(_core.op_rvq_encode(x, eye, zeros, embed, eye, zeros), [[0, 1, 0]])
+    np.testing.assert_array_equal(_core.testing.op_rvq_encode(x, eye, zeros, embed, eye, zeros), [[0, 1, 0]])

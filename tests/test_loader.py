@@ -54,11 +54,11 @@ def rewrite_without(src: Path, dst: Path, drop: str) -> None:
 
 def test_converted_files_pass(files, backend):
     for path, arch in zip(files, ("omnivoice-lm", "omnivoice-tokenizer")):
-        metadata, tensors = _core.read_gguf(str(path), arch, backend)
+        metadata, tensors = _core.testing.read_gguf(str(path), arch, backend)
         assert metadata["general.architecture"] == arch
         shapes = ggml_shapes(path)
         assert set(tensors) == set(shapes)
-        _core.check_gguf(str(path), arch, backend, shapes)
+        _core.testing.check_gguf(str(path), arch, backend, shapes)
 
 
 @pytest.mark.parametrize("keep", [0.0, 0.3, 0.999])
@@ -68,7 +68,7 @@ def test_truncated(files, backend, tmp_path, keep):
     cut = tmp_path / "cut.gguf"
     cut.write_bytes(data[: int(len(data) * keep)])
     with pytest.raises(omnivoice.ModelFormatError, match="cut.gguf: (truncated|not a readable GGUF)"):
-        _core.read_gguf(str(cut), "omnivoice-lm", backend)
+        _core.testing.read_gguf(str(cut), "omnivoice-lm", backend)
 
 
 def test_truncated_header(files, backend, tmp_path):
@@ -77,26 +77,26 @@ def test_truncated_header(files, backend, tmp_path):
     cut = tmp_path / "cut.gguf"
     cut.write_bytes(data[:4096])
     with pytest.raises(omnivoice.ModelFormatError, match="not a readable GGUF"):
-        _core.read_gguf(str(cut), "omnivoice-lm", backend)
+        _core.testing.read_gguf(str(cut), "omnivoice-lm", backend)
 
 
 def test_not_a_gguf(backend, tmp_path):
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"GGML" + bytes(range(256)) * 8)
     with pytest.raises(omnivoice.ModelFormatError, match="not a readable GGUF"):
-        _core.read_gguf(str(junk), "omnivoice-lm", backend)
+        _core.testing.read_gguf(str(junk), "omnivoice-lm", backend)
     with pytest.raises(omnivoice.ModelFormatError, match="no such file"):
-        _core.read_gguf(str(tmp_path / "absent.gguf"), "omnivoice-lm", backend)
+        _core.testing.read_gguf(str(tmp_path / "absent.gguf"), "omnivoice-lm", backend)
     with pytest.raises(omnivoice.ModelFormatError, match="not a regular file"):
-        _core.read_gguf(str(tmp_path), "omnivoice-lm", backend)
+        _core.testing.read_gguf(str(tmp_path), "omnivoice-lm", backend)
 
 
 def test_wrong_arch(files, backend):
     lm, codec = files
     with pytest.raises(omnivoice.ModelFormatError, match="architecture is 'omnivoice-lm', expected 'omnivoice-tokenizer'"):
-        _core.read_gguf(str(lm), "omnivoice-tokenizer", backend)
+        _core.testing.read_gguf(str(lm), "omnivoice-tokenizer", backend)
     with pytest.raises(omnivoice.ModelFormatError, match="architecture is 'omnivoice-tokenizer'"):
-        _core.check_gguf(str(codec), "omnivoice-lm", backend, ggml_shapes(codec))
+        _core.testing.check_gguf(str(codec), "omnivoice-lm", backend, ggml_shapes(codec))
 
 
 def test_model_format_error_is_value_error():
@@ -110,9 +110,9 @@ def test_missing_tensor(files, backend, tmp_path, drop):
     rewrite_without(lm, smaller, drop)
     assert set(ggml_shapes(smaller)) == set(ggml_shapes(lm)) - {drop}
     # The rewritten file itself is a valid GGUF: only the tensor is missing.
-    _core.read_gguf(str(smaller), "omnivoice-lm", backend)
+    _core.testing.read_gguf(str(smaller), "omnivoice-lm", backend)
     with pytest.raises(omnivoice.ModelFormatError, match=f"missing tensor {drop}"):
-        _core.check_gguf(str(smaller), "omnivoice-lm", backend, ggml_shapes(lm))
+        _core.testing.check_gguf(str(smaller), "omnivoice-lm", backend, ggml_shapes(lm))
 
 
 def test_missing_codec_tensor(files, backend, tmp_path):
@@ -121,7 +121,7 @@ def test_missing_codec_tensor(files, backend, tmp_path):
     smaller = tmp_path / "smaller.gguf"
     rewrite_without(codec, smaller, drop)
     with pytest.raises(omnivoice.ModelFormatError, match=f"missing tensor {drop}"):
-        _core.check_gguf(str(smaller), "omnivoice-tokenizer", backend, ggml_shapes(codec))
+        _core.testing.check_gguf(str(smaller), "omnivoice-tokenizer", backend, ggml_shapes(codec))
 
 
 def test_misshaped_tensor(files, backend):
@@ -133,10 +133,10 @@ def test_misshaped_tensor(files, backend):
     with pytest.raises(
         omnivoice.ModelFormatError, match=rf"tensor {name} has shape \[{n_in}, {n_out}\], expected \[{n_out}, {n_in}\]"
     ):
-        _core.check_gguf(str(lm), "omnivoice-lm", backend, shapes)
+        _core.testing.check_gguf(str(lm), "omnivoice-lm", backend, shapes)
     shapes[name] = [n_in, n_out, 1, 2]
     with pytest.raises(omnivoice.ModelFormatError, match=f"tensor {name} has shape"):
-        _core.check_gguf(str(lm), "omnivoice-lm", backend, shapes)
+        _core.testing.check_gguf(str(lm), "omnivoice-lm", backend, shapes)
 
 
 def test_unexpected_tensor(files, backend):
@@ -144,4 +144,4 @@ def test_unexpected_tensor(files, backend):
     shapes = ggml_shapes(lm)
     del shapes["llm.norm.weight"]
     with pytest.raises(omnivoice.ModelFormatError, match="unexpected tensor llm.norm.weight"):
-        _core.check_gguf(str(lm), "omnivoice-lm", backend, shapes)
+        _core.testing.check_gguf(str(lm), "omnivoice-lm", backend, shapes)

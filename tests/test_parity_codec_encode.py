@@ -11,6 +11,7 @@ import pytest
 import soundfile as sf
 
 from omnivoice import _core
+from omnivoice.audio import to_mono
 from omnivoice.audio_tokenizer import AudioTokenizer, load_codes, save_codes
 from omnivoice.codec_cli import main as codec_cli
 
@@ -47,7 +48,7 @@ def core(tiny_codec_gguf: Path) -> _core.Codec:
 def test_encode_stages_match_reference(core: _core.Codec, ref: dict[str, np.ndarray]) -> None:
     hidden = ["hubert.hidden0"] + [f"hubert.l{i}.out" for i in range(N_LAYERS)]
     names = ["hubert.conv_out", "hubert.out", "e_semantic", "e_acoustic", "fc.out", *hidden]
-    got = core.encode_capture(ref["audio_24k"], ref["audio_16k"], names)
+    got = _core.testing.encode_capture(core, ref["audio_24k"], ref["audio_16k"], names)
 
     # ggml [C, T] arrives as numpy (T, C); the fixture's conv outputs are PyTorch's (C, T).
     assert rel_err(got["hubert.conv_out"].T, ref["hubert_conv_out"]) < REL_TOL
@@ -68,7 +69,7 @@ def test_core_encode_returns_int32_codes(core: _core.Codec, ref: dict[str, np.nd
 
 def test_audio_tokenizer_encode_matches_reference(tok: AudioTokenizer, ref: dict[str, np.ndarray]) -> None:
     # The 24 kHz -> 16 kHz step must reproduce the reference's input to HuBERT.
-    wave16 = tok.to_mono(ref["audio_24k"], 24000, 16000)
+    wave16 = to_mono(ref["audio_24k"], 24000, 16000)
     np.testing.assert_allclose(wave16, ref["audio_16k"], rtol=0, atol=1e-6)
     np.testing.assert_array_equal(tok.encode(ref["audio_24k"], 24000), ref["codes"])
 
@@ -87,7 +88,7 @@ def test_encode_accepts_channels_and_int_pcm(tok: AudioTokenizer, ref: dict[str,
 
 
 def test_encode_resamples_other_rates(tok: AudioTokenizer, ref: dict[str, np.ndarray]) -> None:
-    wave48 = tok.to_mono(ref["audio_24k"], 24000, 48000)
+    wave48 = to_mono(ref["audio_24k"], 24000, 48000)
     codes = tok.encode(wave48, 48000)
     assert codes.shape == ref["codes"].shape
     assert codes.dtype == np.int32
@@ -208,7 +209,7 @@ def test_bad_encoder_file(
 def test_cli_round_trip(tiny_codec_gguf: Path, tmp_path: Path, ref: dict[str, np.ndarray]) -> None:
     wav = tmp_path / "clip.wav"
     # A 48 kHz float file of the fixture signal plus half a frame the CLI drops.
-    wave48 = AudioTokenizer.to_mono(ref["audio_24k"], 24000, 48000)
+    wave48 = to_mono(ref["audio_24k"], 24000, 48000)
     sf.write(wav, np.concatenate([wave48, np.zeros(960, np.float32)]), 48000, subtype="FLOAT")
     assert codec_cli(["--model", str(tiny_codec_gguf), "-i", str(wav), "--threads", "1"]) == 0
     codes = load_codes(tmp_path / "clip.ovrq")

@@ -32,14 +32,14 @@ def _fixture(name: str) -> tuple[dict, dict]:
 
 def _capture_tokens(model: OmniVoice, monkeypatch: pytest.MonkeyPatch) -> list[np.ndarray]:
     seen: list[np.ndarray] = []
-    inner = model._generate_tokens
+    inner = model.pipeline.generate_tokens
 
     def spy(*args, **kwargs):
         out = inner(*args, **kwargs)
         seen.extend(out)
         return out
 
-    monkeypatch.setattr(model, "_generate_tokens", spy)
+    monkeypatch.setattr(model.pipeline, "generate_tokens", spy)
     return seen
 
 

@@ -1,0 +1,209 @@
+// _core.testing op hooks: our custom ggml ops run one at a time, for tests against numpy.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "bindings/registry.h"
+#include "direct_conv.h"
+#include "gelu_erf.h"
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "nn/layers.h"
+#include "norm.h"
+#include "runtime/errors.h"
+#include "rvq_encode.h"
+#include "snake.h"
+
+namespace py = pybind11;
+using namespace pybind11::literals;
+
+namespace {
+
+using F32Array = py::array_t<float, py::array::c_style | py::array::forcecast>;
+using ContextPtr = std::unique_ptr<ggml_context, decltype(&ggml_free)>;
+
+ContextPtr new_context() {
+    ggml_init_params params = {16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, /*no_alloc =*/true};
+    return ContextPtr(ggml_init(params), ggml_free);
+}
+
+// Computes `out` on a CPU backend of n_threads after uploading `inputs`; returns it as numpy
+// (ggml's shape reversed): float32, or int32 for an I32 result.
+py::array run(ggml_context * ctx, ggml_tensor * out, int n_threads,
+             const std::vector<std::pair<ggml_tensor *, const float *>> & inputs) {
+    ggml_cgraph * graph = ggml_new_graph(ctx);
+    ggml_build_forward_expand(graph, out);
+    std::unique_ptr<ggml_backend, decltype(&ggml_backend_free)> cpu(ggml_backend_cpu_init(), ggml_backend_free);
+    ggml_backend_cpu_set_n_threads(cpu.get(), n_threads);
+    std::unique_ptr<ggml_backend_buffer, decltype(&ggml_backend_buffer_free)> buf(
+        ggml_backend_alloc_ctx_tensors(ctx, cpu.get()), ggml_backend_buffer_free);
+    for (const auto & [t, data] : inputs) ggml_backend_tensor_set(t, data, 0, ggml_nbytes(t));
+    {
+        py::gil_scoped_release release;
+        if (ggml_backend_graph_compute(cpu.get(), graph) != GGML_STATUS_SUCCESS) {
+            throw std::runtime_error("graph compute failed");
+        }
+    }
+    py::array result = out->type == GGML_TYPE_I32 ? py::array(py::array_t<int32_t>({out->ne[1], out->ne[0]}))
+                                                  : py::array(F32Array({out->ne[1], out->ne[0]}));
+    ggml_backend_tensor_get(out, result.mutable_data(), 0, ggml_nbytes(out));
+    return result;
+}
+
+// Snake on x (numpy (T, C) = ggml [C, T]) with per-channel alpha, fused or composed.
+py::array snake(const F32Array & x, const F32Array & alpha, bool fused, int n_threads) {
+    if (x.ndim() != 2 || alpha.ndim() != 1 || alpha.shape(0) != x.shape(1) || x.size() == 0) {
+        throw ov::InvalidInput("snake: x must be (T, C) with T, C >= 1 and alpha (C,)");
+    }
+    const int64_t n_ch = x.shape(1), n_t = x.shape(0);
+    ContextPtr ctx = new_context();
+    ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, n_ch, n_t);
+    ggml_tensor * at = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, n_ch);
+    ggml_tensor * it = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, n_ch);
+    std::vector<float> inv(n_ch);
+    for (int64_t c = 0; c < n_ch; ++c) inv[c] = 1.0f / (alpha.data()[c] + 1e-9f);
+    ggml_tensor * y = ov_snake(ctx.get(), xt, at, it, fused);
+    return run(ctx.get(), y, n_threads, {{xt, x.data()}, {at, alpha.data()}, {it, inv.data()}});
+}
+
+// ov_conv_1d_direct on x (T, IC) with weight (K*IC, OC) (row k*IC + ic), optional bias (OC,) and
+// residual (T_out, OC).
+py::array conv1d(const F32Array & x, const F32Array & weight, std::optional<F32Array> bias,
+                std::optional<F32Array> residual, int stride, int padding, int dilation, int n_threads) {
+    if (x.ndim() != 2 || weight.ndim() != 2 || x.size() == 0 || weight.shape(0) % x.shape(1) != 0 ||
+        weight.shape(1) % OV_DIRECT_CONV_LANES != 0 || stride < 1 || dilation < 1 || padding < 0) {
+        throw ov::InvalidInput("conv1d: need x (T, IC), weight (K*IC, OC) with OC a multiple of 4");
+    }
+    const int64_t n_t = x.shape(0), ic = x.shape(1), oc = weight.shape(1), kernel = weight.shape(0) / ic;
+    const int64_t t_out = ov::conv1d_out_len(n_t, (int) kernel, stride, padding, dilation);
+    if (t_out < 1) throw ov::InvalidInput("conv1d: input shorter than the kernel");
+    if (bias && (bias->ndim() != 1 || bias->shape(0) != oc)) throw ov::InvalidInput("conv1d: bias must be (OC,)");
+    if (residual && (residual->ndim() != 2 || residual->shape(0) != t_out || residual->shape(1) != oc)) {
+        throw ov::InvalidInput("conv1d: residual must be (T_out, OC)");
+    }
+    ContextPtr ctx = new_context();
+    ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, ic, n_t);
+    ggml_tensor * wt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, oc, kernel * ic);
+    std::vector<std::pair<ggml_tensor *, const float *>> inputs = {{xt, x.data()}, {wt, weight.data()}};
+    ggml_tensor * bt = nullptr;
+    ggml_tensor * rt = nullptr;
+    if (bias) {
+        bt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, oc);
+        inputs.push_back({bt, bias->data()});
+    }
+    if (residual) {
+        rt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, oc, t_out);
+        inputs.push_back({rt, residual->data()});
+    }
+    ggml_tensor * y = ov_conv_1d_direct(ctx.get(), xt, wt, bt, rt, (int) kernel, stride, padding, dilation);
+    return run(ctx.get(), y, n_threads, inputs);
+}
+
+// Throws unless x is (T, C) with T, C >= 1 and every vector in `per_channel` is (C,).
+void check_tc(const char * op, const F32Array & x, std::initializer_list<const F32Array *> per_channel) {
+    bool ok = x.ndim() == 2 && x.size() > 0;
+    for (const F32Array * v : per_channel) ok = ok && v->ndim() == 1 && v->shape(0) == x.shape(1);
+    if (!ok) throw ov::InvalidInput(std::string(op) + ": x must be (T, C) with T, C >= 1 and each vector (C,)");
+}
+
+// Exact GELU of x (T, C), plus bias (C,) first when given.
+py::array gelu_erf(const F32Array & x, std::optional<F32Array> bias, int n_threads) {
+    if (bias) check_tc("gelu_erf", x, {&*bias});
+    else check_tc("gelu_erf", x, {});
+    ContextPtr ctx = new_context();
+    ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, x.shape(1), x.shape(0));
+    std::vector<std::pair<ggml_tensor *, const float *>> inputs = {{xt, x.data()}};
+    ggml_tensor * bt = nullptr;
+    if (bias) {
+        bt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, x.shape(1));
+        inputs.push_back({bt, bias->data()});
+    }
+    return run(ctx.get(), ov_gelu_erf(ctx.get(), xt, bt), n_threads, inputs);
+}
+
+// Affine normalisation of x (T, C) over C per step (LayerNorm, of (x + x_bias) + residual when
+// given) or over T per channel (GroupNorm with a group per channel).
+py::array norm(const F32Array & x, const F32Array & weight, const F32Array & bias, float eps, bool over_time,
+               std::optional<F32Array> residual, std::optional<F32Array> x_bias, int n_threads) {
+    check_tc("norm", x, {&weight, &bias});
+    if (x_bias) check_tc("norm", x, {&*x_bias});
+    if (residual && (residual->ndim() != 2 || residual->shape(0) != x.shape(0) || residual->shape(1) != x.shape(1))) {
+        throw ov::InvalidInput("norm: residual must have x's shape");
+    }
+    if (over_time && (residual || x_bias)) throw ov::InvalidInput("norm: residual and x_bias are LayerNorm's");
+    ContextPtr ctx = new_context();
+    ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, x.shape(1), x.shape(0));
+    ggml_tensor * wt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, x.shape(1));
+    ggml_tensor * bt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, x.shape(1));
+    std::vector<std::pair<ggml_tensor *, const float *>> inputs = {{xt, x.data()}, {wt, weight.data()},
+                                                                   {bt, bias.data()}};
+    ggml_tensor * rt = nullptr;
+    ggml_tensor * xbt = nullptr;
+    if (residual) {
+        rt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, x.shape(1), x.shape(0));
+        inputs.push_back({rt, residual->data()});
+    }
+    if (x_bias) {
+        xbt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, x.shape(1));
+        inputs.push_back({xbt, x_bias->data()});
+    }
+    ggml_tensor * y = over_time ? ov_channel_norm(ctx.get(), xt, wt, bt, eps)
+                                : ov_layer_norm(ctx.get(), xt, wt, bt, eps, rt, xbt);
+    return run(ctx.get(), y, n_threads, inputs);
+}
+
+// Residual VQ encode of x (T, hidden) with n_q codebooks: w_in (n_q, dim, hidden), b_in (n_q, dim),
+// embed (n_q, size, dim), w_out (n_q, hidden, dim), b_out (n_q, hidden) -> codes (n_q, T).
+py::array rvq_encode(const F32Array & x, const F32Array & w_in, const F32Array & b_in, const F32Array & embed,
+                     const F32Array & w_out, const F32Array & b_out, int n_threads) {
+    const bool ok = x.ndim() == 2 && x.size() > 0 && w_in.ndim() == 3 && b_in.ndim() == 2 && embed.ndim() == 3 &&
+                    w_out.ndim() == 3 && b_out.ndim() == 2 && w_in.shape(2) == x.shape(1) &&
+                    b_in.shape(1) == w_in.shape(1) && embed.shape(2) == w_in.shape(1) &&
+                    w_out.shape(1) == x.shape(1) && w_out.shape(2) == w_in.shape(1) && b_out.shape(1) == x.shape(1) &&
+                    b_in.shape(0) == w_in.shape(0) && embed.shape(0) == w_in.shape(0) &&
+                    w_out.shape(0) == w_in.shape(0) && b_out.shape(0) == w_in.shape(0) && embed.shape(1) > 0;
+    if (!ok) {
+        throw ov::InvalidInput("rvq_encode: need x (T, hidden), w_in (n_q, dim, hidden), b_in (n_q, dim), embed "
+                               "(n_q, size, dim), w_out (n_q, hidden, dim), b_out (n_q, hidden)");
+    }
+    ContextPtr ctx = new_context();
+    ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, x.shape(1), x.shape(0));
+    std::vector<std::pair<ggml_tensor *, const float *>> inputs = {{xt, x.data()}};
+    std::vector<ggml_tensor *> flat;
+    for (const F32Array * a : {&w_in, &b_in, &embed, &w_out, &b_out}) {
+        flat.push_back(ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, a->size()));
+        inputs.push_back({flat.back(), a->data()});
+    }
+    ggml_tensor * y = ov_rvq_encode(ctx.get(), xt, flat[0], flat[1], flat[2], flat[3], flat[4], (int) w_in.shape(0));
+    return run(ctx.get(), y, n_threads, inputs);
+}
+
+void bind_ops(py::module_ & m) {
+    m.def("op_snake", &snake, "x"_a, "alpha"_a, "fused"_a = true, "n_threads"_a = 2,
+          "Snake y = x + sin(alpha*x)^2 / (alpha + 1e-9) on x (T, C), alpha (C,), as the codec runs it "
+          "(for tests).");
+    m.def("op_conv1d", &conv1d, "x"_a, "weight"_a, "bias"_a = py::none(), "residual"_a = py::none(),
+          "stride"_a = 1, "padding"_a = 0, "dilation"_a = 1, "n_threads"_a = 2,
+          "The direct Conv1d op on x (T, IC) with weight (K*IC, OC), row k*IC + ic (for tests).");
+    m.def("op_gelu_erf", &gelu_erf, "x"_a, "bias"_a = py::none(), "n_threads"_a = 2,
+          "GELU(x + bias) with erf on x (T, C), bias (C,) or None, as HuBERT runs it (for tests).");
+    m.def("op_norm", &norm, "x"_a, "weight"_a, "bias"_a, "eps"_a, "over_time"_a, "residual"_a = py::none(),
+          "x_bias"_a = py::none(), "n_threads"_a = 2,
+          "Affine normalisation of x (T, C): over C per step (LayerNorm, of (x + x_bias) + residual when "
+          "given) or, with over_time, over T per channel (GroupNorm with a group per channel), as HuBERT runs "
+          "them (for tests).");
+    m.def("op_rvq_encode", &rvq_encode, "x"_a, "w_in"_a, "b_in"_a, "embed"_a, "w_out"_a, "b_out"_a, "n_threads"_a = 2,
+          "Residual VQ encode of x (T, hidden) through n_q codebooks (project_in (n_q, dim, hidden) + (n_q, dim), "
+          "embed (n_q, size, dim), project_out (n_q, hidden, dim) + (n_q, hidden)) -> codes (n_q, T), as the "
+          "codec runs it (for tests).");
+}
+
+const ov::Binding reg(&bind_ops, ov::Binding::testing);
+
+}  // namespace

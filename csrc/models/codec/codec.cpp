@@ -1,0 +1,203 @@
+#include "models/codec/codec.h"
+
+#include <cmath>
+#include <numeric>
+
+#include "runtime/errors.h"
+
+namespace ov {
+
+static const char * kArch = "omnivoice-tokenizer";
+// Upper bound on load-time derived tensors (about 80 for the decoder: rearranged conv weights and
+// Snake reciprocals; the encoder adds its own). Only metadata is reserved.
+constexpr size_t kMaxDerivedTensors = 1024;
+// Nodes of the encode graph: HuBERT's layers, both conv stacks and the RVQ loop, with room to spare.
+constexpr size_t kEncodeGraphSize = 8192;
+
+// Marks the graph intermediates named in `names` as outputs so their data survives allocation.
+static std::vector<ggml_tensor *> mark_captures(ggml_cgraph * graph, const std::vector<std::string> & names,
+                                                const char * what) {
+    std::vector<ggml_tensor *> captured;
+    for (const std::string & name : names) {
+        ggml_tensor * t = ggml_graph_get_tensor(graph, name.c_str());
+        // A view shares its source's memory, which the allocator may reuse: only op results qualify.
+        if (!t || t->view_src || t->type != GGML_TYPE_F32) {
+            throw InvalidInput("no capturable intermediate named '" + name + "' in the " + what + " graph");
+        }
+        ggml_set_output(t);
+        captured.push_back(t);
+    }
+    return captured;
+}
+
+static void read_captures(const std::vector<ggml_tensor *> & captured, std::map<std::string, std::vector<float>> & data,
+                          std::map<std::string, std::vector<int64_t>> & shapes) {
+    for (ggml_tensor * t : captured) {
+        std::vector<float> & d = data[ggml_get_name(t)];
+        d.resize(ggml_nelements(t));
+        ggml_backend_tensor_get(t, d.data(), 0, ggml_nbytes(t));
+        shapes[ggml_get_name(t)] = std::vector<int64_t>(t->ne, t->ne + ggml_n_dims(t));
+    }
+}
+
+CodecHParams CodecHParams::from_gguf(const GGUFFile & f) {
+    CodecHParams hp;
+    hp.sample_rate = (int) f.get_u32("omnivoice.sample_rate");
+    hp.hop_length = (int) f.get_u32("omnivoice.acoustic.hop_length");
+    hp.n_quantizers = (int) f.get_u32("omnivoice.n_quantizers");
+    hp.codebook_size = f.get_u32("omnivoice.codebook_size");
+    hp.codebook_dim = f.get_u32("omnivoice.codebook_dim");
+    hp.acoustic_hidden = f.get_u32("omnivoice.acoustic.hidden_size");
+    hp.semantic_hidden = f.get_u32("omnivoice.semantic.hidden_size");
+    hp.rvq_hidden = hp.acoustic_hidden + hp.semantic_hidden;
+    hp.decoder_channels = f.get_u32("omnivoice.acoustic.decoder_hidden_size");
+    for (int64_t r : f.get_int_array("omnivoice.acoustic.upsampling_ratios")) hp.upsampling_ratios.push_back((int) r);
+    hp.has_encoder = f.get_bool("omnivoice.has_encoder");
+
+    auto bad = [&](const std::string & what) { throw ModelFormatError(f.path() + ": " + what); };
+    if (hp.sample_rate <= 0 || hp.hop_length <= 0 || hp.n_quantizers <= 0 || hp.codebook_size <= 0 ||
+        hp.codebook_dim <= 0 || hp.acoustic_hidden <= 0 || hp.decoder_channels <= 0) {
+        bad("codec hyperparameters must be positive");
+    }
+    int64_t prod = 1;
+    for (int r : hp.upsampling_ratios) {
+        if (r <= 0) bad("omnivoice.acoustic.upsampling_ratios must be positive");
+        prod *= r;
+    }
+    if (hp.upsampling_ratios.empty() || prod != hp.hop_length) {
+        bad("the product of omnivoice.acoustic.upsampling_ratios (" + std::to_string(prod) +
+            ") differs from omnivoice.acoustic.hop_length (" + std::to_string(hp.hop_length) + ")");
+    }
+    hp.frame_rate = (hp.sample_rate + hp.hop_length - 1) / hp.hop_length;
+    return hp;
+}
+
+Codec::Codec(const std::string & path, BackendPtr backend) : backend_(std::move(backend)) {
+    // The convolutions are CPU custom ops (ggml has no fast 1-D conv of its own): next to a GPU
+    // backend the codec runs on a CPU backend of its own, with as many threads.
+    if (!backend_->is_cpu()) backend_ = std::make_shared<Backend>(backend_->n_threads(), /*cpu_only =*/true);
+    file_ = std::make_unique<GGUFFile>(path, kArch, *backend_);
+    hp_ = CodecHParams::from_gguf(*file_);
+    derived_ = std::make_unique<DerivedWeights>(kMaxDerivedTensors);
+
+    quantizer_.load_decode(*file_, "quantizer", hp_.n_quantizers, hp_.codebook_size, hp_.codebook_dim,
+                           hp_.rvq_hidden);
+    fc2_.load(*file_, "fc2", hp_.rvq_hidden, hp_.acoustic_hidden);
+    acoustic_decoder_.load(*file_, *derived_, "acoustic_decoder",
+                           {hp_.acoustic_hidden, hp_.decoder_channels, hp_.upsampling_ratios});
+
+    if (hp_.has_encoder) {
+        encoder_ = std::make_unique<CodecEncoder>();
+        encoder_->load(*file_, *derived_, hp_.rvq_hidden);
+        quantizer_.load_encode(*file_, *derived_, "quantizer", hp_.rvq_hidden);
+    }
+    file_->check_all_consumed();
+
+    derived_->materialize(*backend_);
+    galloc_ = ggml_gallocr_new(ggml_backend_get_default_buffer_type(backend_->get()));
+}
+
+Codec::~Codec() {
+    if (galloc_) ggml_gallocr_free(galloc_);
+}
+
+void Codec::check_codes(const int32_t * codes, int64_t n_q, int64_t n_frames) const {
+    if (n_q != hp_.n_quantizers) {
+        throw InvalidInput("codes must have " + std::to_string(hp_.n_quantizers) + " rows (one per codebook), got " +
+                           std::to_string(n_q));
+    }
+    if (n_frames < 1) throw InvalidInput("codes must hold at least one frame");
+    for (int64_t i = 0; i < n_q * n_frames; ++i) {
+        if (codes[i] < 0 || codes[i] >= hp_.codebook_size) {
+            throw InvalidInput("code " + std::to_string(codes[i]) + " at codebook " + std::to_string(i / n_frames) +
+                               ", frame " + std::to_string(i % n_frames) + " is outside [0, " +
+                               std::to_string(hp_.codebook_size) + ")");
+        }
+    }
+}
+
+DecodeResult Codec::decode(const int32_t * codes, int64_t n_q, int64_t n_frames,
+                           const std::vector<std::string> & capture) {
+    check_codes(codes, n_q, n_frames);
+    std::lock_guard<std::mutex> lock(mutex_);
+
+    const size_t meta_size = ggml_tensor_overhead() * GGML_DEFAULT_GRAPH_SIZE + ggml_graph_overhead();
+    ggml_init_params params = {meta_size, nullptr, /*no_alloc =*/true};
+    std::unique_ptr<ggml_context, decltype(&ggml_free)> ctx(ggml_init(params), ggml_free);
+    if (!ctx) throw std::runtime_error("ggml_init failed for the decode graph");
+
+    // HiggsAudioV2TokenizerModel.decode
+    // codes: [T, n_q]
+    ggml_tensor * codes_in = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_I32, n_frames, n_q);
+    ggml_set_name(codes_in, "codes");
+    ggml_set_input(codes_in);
+    // quantized: [rvq_hidden, T]
+    ggml_tensor * quantized = quantizer_.decode(ctx.get(), codes_in);
+    // acoustic: [acoustic_hidden, T]
+    ggml_tensor * acoustic = fc2_.forward(ctx.get(), quantized);
+    ggml_set_name(acoustic, "fc2.out");
+    // audio: [1, T * hop_length]
+    ggml_tensor * audio = acoustic_decoder_.forward(ctx.get(), acoustic, opt_);
+    ggml_set_output(audio);
+
+    ggml_cgraph * graph = ggml_new_graph(ctx.get());
+    ggml_build_forward_expand(graph, audio);
+    const std::vector<ggml_tensor *> captured = mark_captures(graph, capture, "decode");
+    if (!ggml_gallocr_alloc_graph(galloc_, graph)) {
+        throw std::runtime_error("cannot allocate the decode graph (" + std::to_string(n_frames) + " frames)");
+    }
+    ggml_backend_tensor_set(codes_in, codes, 0, ggml_nbytes(codes_in));
+    backend_->compute(graph);
+
+    DecodeResult out;
+    out.audio.resize(ggml_nelements(audio));
+    ggml_backend_tensor_get(audio, out.audio.data(), 0, ggml_nbytes(audio));
+    read_captures(captured, out.captured, out.captured_shape);
+    return out;
+}
+
+EncodeResult Codec::encode(const float * wave, int64_t n_samples, const float * wave16, int64_t n_samples16,
+                           const std::vector<std::string> & capture) {
+    if (!encoder_) {
+        throw InvalidInput(file_->path() + " has no encoder (converted with --no-encoder); it can only decode");
+    }
+    const EncodePlan plan = encoder_->plan(n_samples, n_samples16);
+    std::lock_guard<std::mutex> lock(mutex_);
+
+    const size_t meta_size =
+        ggml_tensor_overhead() * kEncodeGraphSize + ggml_graph_overhead_custom(kEncodeGraphSize, false);
+    ggml_init_params params = {meta_size, nullptr, /*no_alloc =*/true};
+    std::unique_ptr<ggml_context, decltype(&ggml_free)> ctx(ggml_init(params), ggml_free);
+    if (!ctx) throw std::runtime_error("ggml_init failed for the encode graph");
+
+    // wave: [n_samples] at 24 kHz, wave16: [n_samples16] at 16 kHz
+    ggml_tensor * wave_in = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, n_samples);
+    ggml_set_name(wave_in, "wave");
+    ggml_set_input(wave_in);
+    ggml_tensor * wave16_in = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, n_samples16);
+    ggml_set_name(wave16_in, "wave16");
+    ggml_set_input(wave16_in);
+    // latent: [rvq_hidden, T]; codes: [T, n_q]
+    ggml_tensor * latent = encoder_->build(ctx.get(), plan, wave_in, wave16_in, opt_);
+    ggml_tensor * codes = quantizer_.encode(ctx.get(), latent);
+    ggml_set_output(codes);
+
+    ggml_cgraph * graph = ggml_new_graph_custom(ctx.get(), kEncodeGraphSize, false);
+    ggml_build_forward_expand(graph, codes);
+    const std::vector<ggml_tensor *> captured = mark_captures(graph, capture, "encode");
+    if (!ggml_gallocr_alloc_graph(galloc_, graph)) {
+        throw std::runtime_error("cannot allocate the encode graph (" + std::to_string(n_samples) + " samples)");
+    }
+    ggml_backend_tensor_set(wave_in, wave, 0, ggml_nbytes(wave_in));
+    ggml_backend_tensor_set(wave16_in, wave16, 0, ggml_nbytes(wave16_in));
+    backend_->compute(graph);
+
+    EncodeResult out;
+    out.n_frames = plan.n_frames;
+    out.codes.resize(ggml_nelements(codes));
+    ggml_backend_tensor_get(codes, out.codes.data(), 0, ggml_nbytes(codes));
+    read_captures(captured, out.captured, out.captured_shape);
+    return out;
+}
+
+}  // namespace ov

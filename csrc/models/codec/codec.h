@@ -1,0 +1,100 @@
+#pragma once
+// HiggsAudioV2TokenizerModel: the audio tokenizer, loaded from an `omnivoice-tokenizer` GGUF.
+// decode: codes [n_q, T] -> 24 kHz audio of T * hop_length samples.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ggml-alloc.h"
+#include "models/codec/dac_decoder.h"
+#include "models/codec/encoder.h"
+#include "models/codec/rvq.h"
+#include "nn/layers.h"
+#include "runtime/backend.h"
+#include "runtime/gguf_file.h"
+
+namespace ov {
+
+struct CodecHParams {
+    int sample_rate = 0;           // 24000
+    int hop_length = 0;            // 960 audio samples per frame
+    int frame_rate = 0;            // ceil(sample_rate / hop_length) = 25
+    int n_quantizers = 0;          // 8
+    int64_t codebook_size = 0;     // 1024
+    int64_t codebook_dim = 0;      // 64
+    int64_t acoustic_hidden = 0;   // 256: fc2's output, the DAC decoder's input
+    int64_t semantic_hidden = 0;   // 768: HuBERT width
+    int64_t rvq_hidden = 0;        // acoustic + semantic = 1024: the quantizers' space
+    int64_t decoder_channels = 0;  // 1024
+    std::vector<int> upsampling_ratios;
+    bool has_encoder = false;
+
+    static CodecHParams from_gguf(const GGUFFile & file);
+};
+
+// Output of one decode: the audio, plus any intermediates asked for by name.
+struct DecodeResult {
+    std::vector<float> audio;
+    std::map<std::string, std::vector<float>> captured;
+    std::map<std::string, std::vector<int64_t>> captured_shape;  // ggml ne order
+};
+
+// Output of one encode: codes row-major [n_quantizers, n_frames], plus captured intermediates.
+struct EncodeResult {
+    std::vector<int32_t> codes;
+    int64_t n_frames = 0;
+    std::map<std::string, std::vector<float>> captured;
+    std::map<std::string, std::vector<int64_t>> captured_shape;  // ggml ne order
+};
+
+class Codec {
+public:
+    // Loads `path`; runs on `backend` if it is the CPU, else on a CPU backend of its own.
+    Codec(const std::string & path, BackendPtr backend);
+    ~Codec();
+    Codec(const Codec &) = delete;
+    Codec & operator=(const Codec &) = delete;
+
+    const CodecHParams & hparams() const { return hp_; }
+    const GGUFFile & file() const { return *file_; }
+    const BackendPtr & backend() const { return backend_; }
+
+    // Use the fused Snake op (default), or the composed form of stock ggml ops.
+    void set_fused_snake(bool fused) { opt_.fused_snake = fused; }
+    bool fused_snake() const { return opt_.fused_snake; }
+
+    // codes: n_q rows of T ids (row-major [n_q, T]) -> T * hop_length samples. `capture` names
+    // graph intermediates (e.g. "rvq.sum", "fc2.out", "dec.blk2.res1.out") to copy out as well.
+    DecodeResult decode(const int32_t * codes, int64_t n_q, int64_t n_frames,
+                        const std::vector<std::string> & capture = {});
+
+    // HiggsAudioV2TokenizerModel.encode of one mono signal given at both rates: `wave` at
+    // sample_rate (24 kHz) for the acoustic stream and `wave16` at the semantic rate (16 kHz) for
+    // HuBERT. `capture` as for decode (e.g. "hubert.out", "e_semantic", "e_acoustic", "fc.out").
+    // Throws InvalidInput when the file has no encoder or the audio is too short.
+    EncodeResult encode(const float * wave, int64_t n_samples, const float * wave16, int64_t n_samples16,
+                        const std::vector<std::string> & capture = {});
+
+private:
+    // Throws InvalidInput unless codes is [n_quantizers, T >= 1] with ids in [0, codebook_size).
+    void check_codes(const int32_t * codes, int64_t n_q, int64_t n_frames) const;
+
+    BackendPtr backend_;
+    std::unique_ptr<GGUFFile> file_;
+    std::unique_ptr<DerivedWeights> derived_;
+    CodecHParams hp_;
+    GraphOptions opt_;
+
+    ResidualVectorQuantizer quantizer_;
+    Linear fc2_;  // rvq_hidden -> acoustic_hidden
+    DacDecoder acoustic_decoder_;
+    std::unique_ptr<CodecEncoder> encoder_;  // null without omnivoice.has_encoder
+
+    std::mutex mutex_;  // one graph at a time: the allocator below is shared
+    ggml_gallocr_t galloc_ = nullptr;
+};
+
+}  // namespace ov

@@ -1,0 +1,72 @@
+#include "models/codec/dac_decoder.h"
+
+#include <iterator>
+
+#include "runtime/errors.h"
+
+namespace ov {
+
+// DAC's fixed architecture: k7 convs around the blocks; residual units (conv.h) dilated 1, 3, 9.
+constexpr int kKernel = 7;
+constexpr int kResidualDilations[] = {1, 3, 9};
+
+void DacDecoder::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix,
+                      const DacDecoderHParams & hparams) {
+    hp = hparams;
+    if (hp.channels % (int64_t(1) << hp.strides.size()) != 0) {
+        throw ModelFormatError(file.path() + ": decoder_hidden_size " + std::to_string(hp.channels) +
+                               " is not divisible by 2^" + std::to_string(hp.strides.size()));
+    }
+    const int pad = (kKernel - 1) / 2;
+    conv1.load(file, derived, prefix + ".conv1", hp.in_channels, hp.channels, kKernel, 1, pad, 1);
+
+    int64_t ch = hp.channels;
+    blocks.resize(hp.strides.size());
+    for (size_t ib = 0; ib < blocks.size(); ++ib) {
+        DacDecoderBlock & b = blocks[ib];
+        const std::string p = prefix + ".block." + std::to_string(ib);
+        const int s = hp.strides[ib];
+        b.snake1.load(file, derived, p + ".snake1", ch);
+        b.conv_t1.load(file, derived, p + ".conv_t1", ch, ch / 2, 2 * s, s, (s + 1) / 2, s % 2);
+        ch /= 2;
+        b.res_units.resize(std::size(kResidualDilations));
+        for (size_t ir = 0; ir < b.res_units.size(); ++ir) {
+            DacResidualUnit & ru = b.res_units[ir];
+            const std::string pr = p + ".res_unit" + std::to_string(ir + 1);
+            ru.load(file, derived, pr, ch, kResidualDilations[ir]);
+        }
+    }
+    snake1.load(file, derived, prefix + ".snake1", ch);
+    conv2.load(file, derived, prefix + ".conv2", ch, 1, kKernel, 1, pad, 1);
+}
+
+// DacDecoder.forward (tanh replaced by identity)
+ggml_tensor * DacDecoder::forward(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt) const {
+    // cur: [channels, T]
+    ggml_tensor * cur = conv1.forward(ctx, x);
+    ggml_set_name(cur, "dec.conv1.out");
+
+    for (size_t ib = 0; ib < blocks.size(); ++ib) {
+        const DacDecoderBlock & b = blocks[ib];
+        // upsample: [C, T] -> [C/2, T*stride]
+        {
+            cur = b.snake1.forward(ctx, cur, opt);
+            cur = b.conv_t1.forward(ctx, cur);
+            ggml_format_name(cur, "dec.blk%zu.up.out", ib);
+        }
+        // residual units
+        for (size_t ir = 0; ir < b.res_units.size(); ++ir) {
+            cur = b.res_units[ir].forward(ctx, cur, opt);
+            ggml_format_name(cur, "dec.blk%zu.res%zu.out", ib, ir + 1);
+        }
+    }
+
+    cur = snake1.forward(ctx, cur, opt);
+    ggml_set_name(cur, "dec.snake1.out");
+    // out: [1, T_audio]
+    cur = conv2.forward(ctx, cur);
+    ggml_set_name(cur, "dec.out");
+    return cur;
+}
+
+}  // namespace ov

@@ -1,0 +1,252 @@
+#include "nn/layers.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "direct_conv.h"
+#include "ggml-alloc.h"
+#include "norm.h"
+#include "runtime/errors.h"
+#include "snake.h"
+#include "unfold.h"
+
+namespace ov {
+
+// Snake1d's epsilon in 1 / (alpha + eps), as in DAC.
+constexpr float kSnakeEps = 1e-9f;
+// Bytes of a CPU cache line: the alignment that spares vector loads of weights a line split.
+constexpr uintptr_t kCacheLine = 64;
+
+// Destination element (i0, i1, i2) of an n[0] x n[1] x n[2] array <- source element
+// i0*step[0] + i1*step[1] + i2*step[2], elements of ES bytes. Square tiles keep both sides in
+// cache when one is strided (a transpose): element-wise, the LM's F32 projections took seconds.
+template <size_t ES>
+static void permute_copy(const char * in, char * out, const int64_t n[3], const int64_t step[3]) {
+    constexpr int64_t kTile = 32;
+    for (int64_t i2 = 0; i2 < n[2]; ++i2) {
+        for (int64_t b1 = 0; b1 < n[1]; b1 += kTile) {
+            for (int64_t b0 = 0; b0 < n[0]; b0 += kTile) {
+                for (int64_t i1 = b1; i1 < std::min(b1 + kTile, n[1]); ++i1) {
+                    for (int64_t i0 = b0; i0 < std::min(b0 + kTile, n[0]); ++i0) {
+                        std::memcpy(out + ((i2 * n[1] + i1) * n[0] + i0) * ES,
+                                    in + (i0 * step[0] + i1 * step[1] + i2 * step[2]) * ES, ES);
+                    }
+                }
+            }
+        }
+    }
+}
+
+DerivedWeights::DerivedWeights(size_t max_tensors) {
+    ggml_init_params params = {max_tensors * ggml_tensor_overhead(), nullptr, /*no_alloc =*/true};
+    ctx_ = ggml_init(params);
+    if (!ctx_) throw std::runtime_error("ggml_init failed for the derived weights");
+}
+
+DerivedWeights::~DerivedWeights() {
+    if (buffer_) ggml_backend_buffer_free(buffer_);
+    if (ctx_) ggml_free(ctx_);
+}
+
+ggml_tensor * DerivedWeights::add(ggml_tensor * src, ggml_type type, int64_t ne0, int64_t ne1, std::vector<int> perm) {
+    ggml_tensor * dst = ggml_new_tensor_2d(ctx_, type, ne0, ne1);
+    ggml_format_name(dst, "%s~", ggml_get_name(src));
+    jobs_.push_back({src, dst, std::move(perm)});
+    return dst;
+}
+
+ggml_tensor * DerivedWeights::conv_weight(ggml_tensor * w, bool direct) {
+    // src axes: 0 = k, 1 = ic, 2 = oc
+    const int64_t k = w->ne[0], ic = w->ne[1], oc = w->ne[2];
+    return direct ? add(w, w->type, oc, k * ic, {2, 1, 0}) : add(w, w->type, k * ic, oc, {1, 0, 2});
+}
+
+ggml_tensor * DerivedWeights::linear_weight(ggml_tensor * w) {
+    // src axes: 0 = in, 1 = out
+    return add(w, w->type, w->ne[1], w->ne[0], {1, 0, 2});
+}
+
+ggml_tensor * DerivedWeights::conv_transpose_weight(ggml_tensor * w, bool direct) {
+    // src axes: 0 = k, 1 = oc, 2 = ic
+    const int64_t k = w->ne[0], oc = w->ne[1], ic = w->ne[2];
+    return direct ? add(w, w->type, k * oc, ic, {1, 0, 2}) : add(w, w->type, ic, k * oc, {2, 1, 0});
+}
+
+ggml_tensor * DerivedWeights::snake_inv_alpha(ggml_tensor * alpha) {
+    return add(alpha, GGML_TYPE_F32, ggml_nelements(alpha), 1, {});
+}
+
+ggml_tensor * DerivedWeights::concat(const std::vector<ggml_tensor *> & parts) {
+    int64_t n = 0;
+    for (ggml_tensor * t : parts) {
+        if (t->type != parts[0]->type) {
+            throw ModelFormatError(std::string("tensors ") + ggml_get_name(parts[0]) + " (" +
+                                   ggml_type_name(parts[0]->type) + ") and " + ggml_get_name(t) + " (" +
+                                   ggml_type_name(t->type) + ") must share a type to be joined");
+        }
+        n += ggml_nelements(t);
+    }
+    ggml_tensor * dst = add(parts[0], parts[0]->type, n, 1, {});
+    // Parts already laid end to end in one buffer (a GGUF stores a layer's tensors in order)
+    // alias it, no copy, if they start on a cache line: the LM's BF16 step ran ~4% slower on
+    // weights at gguf's default 32-byte alignment than on an aligned copy.
+    bool adjacent = parts[0]->buffer != nullptr && (uintptr_t) parts[0]->data % kCacheLine == 0;
+    for (size_t i = 1; i < parts.size(); ++i) {
+        adjacent = adjacent && parts[i]->buffer == parts[0]->buffer &&
+                   (const char *) parts[i]->data == (const char *) parts[i - 1]->data + ggml_nbytes(parts[i - 1]);
+    }
+    if (adjacent) {
+        jobs_.pop_back();
+        if (ggml_backend_tensor_alloc(parts[0]->buffer, dst, parts[0]->data) != GGML_STATUS_SUCCESS) {
+            throw std::runtime_error(std::string("cannot alias the joined tensor ") + ggml_get_name(dst));
+        }
+        return dst;
+    }
+    jobs_.back().parts = parts;
+    return dst;
+}
+
+void DerivedWeights::materialize(const Backend & backend) {
+    if (jobs_.empty()) return;
+    buffer_ = ggml_backend_alloc_ctx_tensors(ctx_, backend.get());
+    if (!buffer_) throw std::runtime_error("cannot allocate backend memory for the derived weights");
+    ggml_backend_buffer_set_usage(buffer_, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    // Host buffers (a CPU backend's, the mmapped file) are read and written in place: the LM's
+    // F32 projections are 1.7 GB.
+    const bool dst_host = ggml_backend_buffer_is_host(buffer_);
+    std::vector<char> in_copy, out_copy;
+    for (const Job & job : jobs_) {
+        const char * in = (const char *) job.src->data;
+        if (!ggml_backend_buffer_is_host(job.src->buffer)) {
+            in_copy.resize(ggml_nbytes(job.src));
+            ggml_backend_tensor_get(job.src, in_copy.data(), 0, in_copy.size());
+            in = in_copy.data();
+        }
+        char * out = (char *) job.dst->data;
+        if (!dst_host) {
+            out_copy.resize(ggml_nbytes(job.dst));
+            out = out_copy.data();
+        }
+        if (!job.parts.empty()) {
+            size_t offset = 0;
+            for (ggml_tensor * t : job.parts) {
+                ggml_backend_tensor_get(t, out + offset, 0, ggml_nbytes(t));
+                offset += ggml_nbytes(t);
+            }
+        } else if (job.perm.empty()) {
+            const float * a = (const float *) in;
+            float * inv = (float *) out;
+            for (int64_t c = 0; c < ggml_nelements(job.src); ++c) inv[c] = 1.0f / (a[c] + kSnakeEps);
+        } else {
+            const size_t es = ggml_type_size(job.src->type);
+            const int64_t src_stride[3] = {1, job.src->ne[0], job.src->ne[0] * job.src->ne[1]};
+            const int64_t n[3] = {job.src->ne[job.perm[0]], job.src->ne[job.perm[1]], job.src->ne[job.perm[2]]};
+            const int64_t step[3] = {src_stride[job.perm[0]], src_stride[job.perm[1]], src_stride[job.perm[2]]};
+            GGML_ASSERT(es == 4 || es == 2);  // F32 or F16
+            (es == 4 ? permute_copy<4> : permute_copy<2>)(in, out, n, step);
+        }
+        if (!dst_host) ggml_backend_tensor_set(job.dst, out, 0, ggml_nbytes(job.dst));
+    }
+}
+
+// The direct op runs F32 weights whose output channels fill whole vectors.
+static bool use_direct(const ggml_tensor * w, int64_t out_ch) {
+    return w->type == GGML_TYPE_F32 && out_ch % OV_DIRECT_CONV_LANES == 0;
+}
+
+int64_t conv1d_out_len(int64_t n, int kernel, int stride, int padding, int dilation) {
+    const int64_t span = n + 2 * padding - (int64_t) dilation * (kernel - 1) - 1;
+    return span < 0 ? 0 : span / stride + 1;
+}
+
+void Conv1d::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_ch,
+                  int64_t out_ch_, int kernel_, int stride_, int padding_, int dilation_, bool has_bias) {
+    ggml_tensor * w = file.tensor(prefix + ".weight", {kernel_, in_ch, out_ch_}, {GGML_TYPE_F32, GGML_TYPE_F16});
+    direct = use_direct(w, out_ch_);
+    // With one tap the file layout already is the mul_mat one.
+    weight = kernel_ == 1 && !direct ? w : derived.conv_weight(w, direct);
+    bias = has_bias ? file.tensor(prefix + ".bias", {out_ch_}, {GGML_TYPE_F32}) : nullptr;
+    out_ch = out_ch_;
+    kernel = kernel_;
+    stride = stride_;
+    padding = padding_;
+    dilation = dilation_;
+}
+
+ggml_tensor * Conv1d::forward(ggml_context * ctx, ggml_tensor * x, ggml_tensor * residual) const {
+    if (direct) return ov_conv_1d_direct(ctx, x, weight, bias, residual, kernel, stride, padding, dilation);
+    const bool pointwise = kernel == 1 && stride == 1 && padding == 0;
+    // cols: [K*IC, T_out]
+    ggml_tensor * cols = pointwise ? x : ov_unfold_1d(ctx, x, kernel, stride, padding, dilation);
+    // y: [OC, T_out]
+    ggml_tensor * y = ggml_mul_mat(ctx, ggml_reshape_2d(ctx, weight, cols->ne[0], out_ch), cols);
+    if (bias) y = ggml_add(ctx, y, bias);
+    if (residual) y = ggml_add(ctx, y, residual);
+    return y;
+}
+
+void ConvTranspose1d::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_ch,
+                           int64_t out_ch_, int kernel_, int stride_, int padding_, int output_padding_,
+                           bool has_bias) {
+    ggml_tensor * w = file.tensor(prefix + ".weight", {kernel_, out_ch_, in_ch}, {GGML_TYPE_F32, GGML_TYPE_F16});
+    direct = use_direct(w, kernel_ * out_ch_);
+    weight = derived.conv_transpose_weight(w, direct);
+    bias = has_bias ? file.tensor(prefix + ".bias", {out_ch_}, {GGML_TYPE_F32}) : nullptr;
+    out_ch = out_ch_;
+    kernel = kernel_;
+    stride = stride_;
+    padding = padding_;
+    output_padding = output_padding_;
+}
+
+ggml_tensor * ConvTranspose1d::forward(ggml_context * ctx, ggml_tensor * x) const {
+    // cols: [K*OC, T], input frame t's contribution to K output steps of every channel
+    ggml_tensor * cols = direct ? ov_conv_1d_direct(ctx, x, weight, nullptr, nullptr, 1, 1, 0, 1)
+                                : ggml_mul_mat(ctx, weight, x);
+    // y: [OC, T_out], the overlap-add cropped by padding (output_padding adds steps at the end)
+    const int64_t t_out = (x->ne[1] - 1) * stride + kernel - 2 * padding + output_padding;
+    return ov_fold_1d(ctx, cols, bias, (int) out_ch, stride, padding, t_out);
+}
+
+void Snake1d::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t channels) {
+    alpha = file.tensor(prefix + ".alpha", {1, channels}, {GGML_TYPE_F32});
+    inv_alpha = derived.snake_inv_alpha(alpha);
+}
+
+ggml_tensor * Snake1d::forward(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt) const {
+    return ov_snake(ctx, x, alpha, inv_alpha, opt.fused_snake);
+}
+
+void Linear::load(GGUFFile & file, const std::string & prefix, int64_t in_features, int64_t out_features,
+                  bool has_bias) {
+    weight = file.tensor(prefix + ".weight", {in_features, out_features}, {GGML_TYPE_F32, GGML_TYPE_F16});
+    bias = has_bias ? file.tensor(prefix + ".bias", {out_features}, {GGML_TYPE_F32}) : nullptr;
+}
+
+void Linear::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_features,
+                  int64_t out_features, bool has_bias, const std::vector<ggml_type> & types, bool allow_direct) {
+    ggml_tensor * w = file.tensor(prefix + ".weight", {in_features, out_features}, types);
+    direct = allow_direct && use_direct(w, out_features);
+    weight = direct ? derived.linear_weight(w) : w;
+    bias = has_bias ? file.tensor(prefix + ".bias", {out_features}, {GGML_TYPE_F32}) : nullptr;
+}
+
+ggml_tensor * Linear::forward(ggml_context * ctx, ggml_tensor * x) const {
+    if (direct) return ov_conv_1d_direct(ctx, x, weight, bias, nullptr, 1, 1, 0, 1);
+    ggml_tensor * y = ggml_mul_mat(ctx, weight, x);
+    if (bias) y = ggml_add(ctx, y, bias);
+    return y;
+}
+
+void LayerNorm::load(GGUFFile & file, const std::string & prefix, int64_t n, float eps_) {
+    weight = file.tensor(prefix + ".weight", {n}, {GGML_TYPE_F32});
+    bias = file.tensor(prefix + ".bias", {n}, {GGML_TYPE_F32});
+    eps = eps_;
+}
+
+ggml_tensor * LayerNorm::forward(ggml_context * ctx, ggml_tensor * x, ggml_tensor * residual,
+                                 ggml_tensor * x_bias) const {
+    return ov_layer_norm(ctx, x, weight, bias, eps, residual, x_bias);
+}
+
+}  // namespace ov

@@ -1,0 +1,148 @@
+#pragma once
+// The layer library every model builds from: Conv1d, ConvTranspose1d, Snake1d, Linear, LayerNorm,
+// and DerivedWeights for weights rearranged at load time. Activations are [C, T] in ggml order,
+// channels innermost (PyTorch's (T, C); a (1, C, T) module input is transposed once at the model's
+// edge). A Conv1d with F32 weights and OC a multiple of 4 is one ov_conv_1d_direct (others:
+// ov_unfold_1d + mul_mat); a ConvTranspose1d is the same direct op as a pointwise conv to K*OC
+// channels, then ov_fold_1d overlap-adds, and so is a direct Linear. No transposes.
+// Each layer struct holds its weights, looked up by exact checkpoint name with strict shapes, and
+// builds its graph.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ggml-backend.h"
+#include "ggml.h"
+#include "runtime/backend.h"
+#include "runtime/gguf_file.h"
+
+namespace ov {
+
+// Tensors computed once at load time from file weights and kept in a backend buffer of their own:
+// conv weights rearranged for the ops above, and Snake's 1 / (alpha + 1e-9).
+// Register them while loading, then call materialize() once.
+class DerivedWeights {
+public:
+    explicit DerivedWeights(size_t max_tensors);
+    ~DerivedWeights();
+    DerivedWeights(const DerivedWeights &) = delete;
+    DerivedWeights & operator=(const DerivedWeights &) = delete;
+
+    // Conv1d weight (OC, IC, K) = ggml [K, IC, OC] -> [K*IC, OC] (mul_mat on ov_unfold_1d's
+    // columns) or, direct, [OC, K*IC]; index k*IC + ic either way. Keeps the source type.
+    ggml_tensor * conv_weight(ggml_tensor * weight, bool direct);
+    // Linear weight [IN, OUT] -> [OUT, IN], direct's layout for a pointwise conv. Keeps the type.
+    ggml_tensor * linear_weight(ggml_tensor * weight);
+    // ConvTranspose1d weight (IC, OC, K) = ggml [K, OC, IC] -> [IC, K*OC] (mul_mat) or, direct,
+    // [K*OC, IC]; index k*OC + oc, the order ov_fold_1d reads. Keeps the source type.
+    ggml_tensor * conv_transpose_weight(ggml_tensor * weight, bool direct);
+    // Snake alpha (1, C, 1) -> [C] F32 holding 1 / (alpha + 1e-9).
+    ggml_tensor * snake_inv_alpha(ggml_tensor * alpha);
+    // Tensors of one type laid end to end -> 1-D, all their elements (e.g. one Q/K/V projection
+    // from three Linears: reshape the weights' concatenation to [in, 3 * out]).
+    ggml_tensor * concat(const std::vector<ggml_tensor *> & parts);
+
+    // Allocates the buffer on `backend` and computes every registered tensor.
+    void materialize(const Backend & backend);
+
+private:
+    // A 3-axis weight permuted (dst axis i = src axis perm[i], innermost first), the
+    // concatenation of `parts` when there are any, or else Snake's reciprocal.
+    struct Job {
+        ggml_tensor * src;
+        ggml_tensor * dst;
+        std::vector<int> perm;
+        std::vector<ggml_tensor *> parts;
+    };
+    ggml_tensor * add(ggml_tensor * src, ggml_type type, int64_t ne0, int64_t ne1, std::vector<int> perm);
+
+    ggml_context * ctx_ = nullptr;
+    ggml_backend_buffer_t buffer_ = nullptr;
+    std::vector<Job> jobs_;
+};
+
+// Graph-building options shared by every layer of one model.
+struct GraphOptions {
+    bool fused_snake = true;  // ov_snake's CPU custom op, else the composed form
+};
+
+// Conv1d's output length for n input steps, 0 when the padded input is shorter than the dilated
+// kernel: (n + 2*padding - dilation*(kernel-1) - 1) / stride + 1.
+int64_t conv1d_out_len(int64_t n, int kernel, int stride, int padding, int dilation);
+
+// nn.Conv1d(in, out, kernel_size, stride, padding, dilation, bias)
+struct Conv1d {
+    ggml_tensor * weight = nullptr;  // [OC, K*IC] when direct, else [K*IC, OC] (the file's when K = 1)
+    ggml_tensor * bias = nullptr;    // [OC], or null
+    bool direct = false;             // ov_conv_1d_direct, else unfold + mul_mat
+    int64_t out_ch = 0;
+    int kernel = 1;
+    int stride = 1;
+    int padding = 0;
+    int dilation = 1;
+
+    void load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_ch,
+              int64_t out_ch, int kernel, int stride, int padding, int dilation, bool has_bias = true);
+    // x: [IC, T] -> [OC, out_len(T)] (+ residual [OC, out_len(T)] if given)
+    ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x, ggml_tensor * residual = nullptr) const;
+    int64_t out_len(int64_t n) const { return conv1d_out_len(n, kernel, stride, padding, dilation); }
+};
+
+// nn.ConvTranspose1d(in, out, kernel_size, stride, padding, output_padding, bias)
+struct ConvTranspose1d {
+    ggml_tensor * weight = nullptr;  // [K*OC, IC] when direct, else [IC, K*OC]
+    ggml_tensor * bias = nullptr;    // [OC], or null
+    bool direct = false;
+    int64_t out_ch = 0;
+    int kernel = 1;
+    int stride = 1;
+    int padding = 0;
+    int output_padding = 0;
+
+    void load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_ch,
+              int64_t out_ch, int kernel, int stride, int padding, int output_padding, bool has_bias = true);
+    // x: [IC, T] -> [OC, (T-1)*stride + K - 2*padding + output_padding]
+    ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x) const;
+};
+
+// DAC's Snake1d: x + sin(alpha * x)^2 / (alpha + 1e-9), alpha per channel.
+struct Snake1d {
+    ggml_tensor * alpha = nullptr;      // [1, C] (checkpoint (1, C, 1))
+    ggml_tensor * inv_alpha = nullptr;  // [C], from DerivedWeights::snake_inv_alpha
+
+    void load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t channels);
+    // x: [C, T] -> [C, T]
+    ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt) const;
+};
+
+// nn.Linear(in, out, bias)
+struct Linear {
+    ggml_tensor * weight = nullptr;  // [OUT, IN] when direct, else [IN, OUT] (the file's)
+    ggml_tensor * bias = nullptr;    // [OUT], or null
+    bool direct = false;             // ov_conv_1d_direct as a pointwise conv, else mul_mat
+
+    // F32 or F16 weights, always mul_mat.
+    void load(GGUFFile & file, const std::string & prefix, int64_t in_features, int64_t out_features,
+              bool has_bias = true);
+    // Weights of any of `types`; F32 ones whose OUT fills whole vectors run direct when
+    // `allow_direct` (a CPU backend): ggml's F32 mul_mat reaches about half its rate.
+    void load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_features,
+              int64_t out_features, bool has_bias, const std::vector<ggml_type> & types, bool allow_direct);
+    // x: [IN, N] -> [OUT, N]
+    ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x) const;
+};
+
+// nn.LayerNorm(n) with affine weights
+struct LayerNorm {
+    ggml_tensor * weight = nullptr;  // [n]
+    ggml_tensor * bias = nullptr;    // [n]
+    float eps = 0.0f;
+
+    void load(GGUFFile & file, const std::string & prefix, int64_t n, float eps);
+    // x: [n, T] -> [n, T]. With residual [n, T] and x_bias [n], normalises (x + x_bias) + residual:
+    // a bias-free Linear output joined to its skip path, as the post-LN layers do.
+    ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x, ggml_tensor * residual = nullptr,
+                          ggml_tensor * x_bias = nullptr) const;
+};
+
+}  // namespace ov

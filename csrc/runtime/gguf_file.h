@@ -1,0 +1,75 @@
+#pragma once
+// One GGUF file loaded for inference: metadata, and every tensor placed in a backend buffer
+// (mmapped in place on the CPU backend, copied to the device otherwise). Lookups are strict:
+// a tensor must exist with the exact shape and an allowed type, and after a model has taken
+// what it needs, check_all_consumed() rejects files with tensors nobody asked for.
+#include <cstdint>
+#include <initializer_list>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ggml.h"
+#include "gguf.h"
+#include "runtime/backend.h"
+
+namespace ov {
+
+class GGUFFile {
+public:
+    // Opens `path`, checks general.architecture == expected_arch and that the file holds all
+    // the tensor data its header promises, then loads the tensors into `backend`'s memory.
+    GGUFFile(const std::string & path, const std::string & expected_arch, const Backend & backend);
+    ~GGUFFile();
+    GGUFFile(const GGUFFile &) = delete;
+    GGUFFile & operator=(const GGUFFile &) = delete;
+
+    const std::string & path() const { return path_; }
+    const std::string & arch() const { return arch_; }
+
+    // Tensor `name` with ggml shape `ne` (innermost first, the reverse of PyTorch's order).
+    // `types` lists the accepted storage types; empty accepts any.
+    ggml_tensor * tensor(const std::string & name, std::initializer_list<int64_t> ne,
+                         std::initializer_list<ggml_type> types = {}) {
+        return tensor(name, std::vector<int64_t>(ne), std::vector<ggml_type>(types));
+    }
+    // The same with a shape known only at run time.
+    ggml_tensor * tensor(const std::string & name, const std::vector<int64_t> & ne,
+                         const std::vector<ggml_type> & types);
+    bool has_tensor(const std::string & name) const;
+    // Throws if some tensor of the file was never requested through tensor().
+    void check_all_consumed() const;
+
+    bool has_key(const std::string & key) const;
+    uint32_t get_u32(const std::string & key) const;
+    int32_t get_i32(const std::string & key) const;
+    float get_f32(const std::string & key) const;
+    bool get_bool(const std::string & key) const;
+    std::string get_str(const std::string & key) const;
+    std::vector<int64_t> get_int_array(const std::string & key) const;
+    std::vector<float> get_f32_array(const std::string & key) const;
+    std::vector<std::string> get_str_array(const std::string & key) const;
+
+    gguf_context * meta() const { return meta_; }
+    size_t n_tensors() const;
+    size_t n_bytes() const { return data_size_; }
+
+private:
+    int64_t key_id(const std::string & key, gguf_type type) const;
+    [[noreturn]] void fail(const std::string & what) const;
+
+    std::string path_;
+    std::string arch_;
+    gguf_context * meta_ = nullptr;
+    ggml_context * ctx_ = nullptr;
+    ggml_backend_buffer_t buffer_ = nullptr;
+    void * map_ = nullptr;
+    size_t map_size_ = 0;
+    size_t data_size_ = 0;
+    std::set<std::string> consumed_;
+};
+
+// Text of a ggml shape, e.g. "[64, 1024]".
+std::string shape_str(const int64_t * ne, int n_dims);
+
+}  // namespace ov

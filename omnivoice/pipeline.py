@@ -1,0 +1,282 @@
+"""The generation pipeline behind :class:`omnivoice.OmniVoice`: request preparation and chunk scheduling.
+
+:class:`~omnivoice.OmniVoice` is the model and its public API (kokoro's ``KModel``); this module is
+its ``KPipeline``: it resolves a request into :class:`GenerationItem` s (language, voice design,
+reference, target length), runs MaskGIT over batches of them, splits long texts into chunks
+generated batch by batch, and turns the codes into post-processed audio, whole or streamed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _core
+from .audio_tokenizer import AudioTokenizer
+from .chunking import chunk_text_for_generation
+from .duration import estimate_target_tokens, resolve_target_lengths
+from .lang_map import resolve_language
+from .maskgit import generate as maskgit_generate, pack_prompts
+from .postprocess import apply_volume, cross_fade_chunks, fade_and_pad_audio, post_process_audio, remove_silence
+from .prompt import build_prompt
+from .tokenizer import TextTokenizer
+from .voice_design import contains_chinese, resolve_instruct
+
+if TYPE_CHECKING:
+    from .model import AudioInput, OmniVoiceGenerationConfig, VoiceClonePrompt
+
+logger = logging.getLogger(__name__)
+
+Progress = Callable[[str, int, int], None]
+# Encodes one reference: (ref_audio, ref_text, preprocess_prompt) -> its cloning prompt.
+CloneFn = Callable[["AudioInput", Optional[str], bool], "VoiceClonePrompt"]
+
+
+@dataclass
+class AudioChunk:
+    """One piece of streamed audio (float32 at 24 kHz) and the text it speaks."""
+
+    audio: np.ndarray
+    text: str
+    index: int
+
+
+@dataclass
+class GenerationItem:
+    """One text to generate, after resolving language, instruct, reference and length."""
+
+    text: str
+    target_len: int
+    lang: Optional[str]
+    instruct: Optional[str]
+    ref_text: Optional[str] = None
+    ref_tokens: Optional[np.ndarray] = None
+    ref_rms: Optional[float] = None
+    speed: float = 1.0
+
+
+def per_item(x: Any, n: int, what: str) -> list[Any]:
+    """Upstream's ``_ensure_list``: one value for all items, or one per item."""
+    xs = x if isinstance(x, list) else [x]
+    if len(xs) == 1:
+        return xs * n
+    if len(xs) != n:
+        raise ValueError(f"{what}: expected 1 or {n} values (one per text), got {len(xs)}")
+    return xs
+
+
+class Pipeline:
+    """Runs requests on a loaded LM, codec and text tokenizer."""
+
+    def __init__(self, lm: "_core.LM", audio_tokenizer: AudioTokenizer, text_tokenizer: TextTokenizer) -> None:
+        self.lm = lm
+        self.audio_tokenizer = audio_tokenizer
+        self.text_tokenizer = text_tokenizer
+        self.sampling_rate: int = audio_tokenizer.sample_rate
+        self.frame_rate: float = audio_tokenizer.sample_rate / audio_tokenizer.hop_length
+
+    def prepare(self, text: Union[str, list[str]], language: Any, ref_text: Any, ref_audio: Any,
+                voice_clone_prompt: Any, instruct: Any, duration: Any, speed: Any,
+                config: OmniVoiceGenerationConfig, clone: CloneFn) -> list[GenerationItem]:
+        """Resolves one request into items: texts checked, language and instruct resolved, each
+        reference encoded by ``clone`` (once when shared by the batch), target lengths set."""
+        texts = [text] if isinstance(text, str) else list(text)
+        if not texts or not all(isinstance(t, str) for t in texts):
+            raise ValueError("text must be a string or a non-empty list of strings")
+        for t in texts:
+            if not t.strip():
+                raise ValueError("text is empty")
+        n = len(texts)
+        langs = [resolve_language(x) for x in per_item(language, n, "language")]
+        instructs = [None if s is None else resolve_instruct(s, use_zh=contains_chinese(t))
+                     for s, t in zip(per_item(instruct, n, "instruct"), texts)]
+
+        if voice_clone_prompt is not None and (ref_text is not None or ref_audio is not None):
+            logger.warning("both voice_clone_prompt and ref_text/ref_audio given: using voice_clone_prompt")
+        elif ref_audio is not None:
+            # One reference for the whole batch is encoded once, then shared.
+            m = max(len(x) if isinstance(x, list) else 1 for x in (ref_audio, ref_text))
+            voice_clone_prompt = [
+                clone(a, t, config.preprocess_prompt)
+                for a, t in zip(per_item(ref_audio, m, "ref_audio"), per_item(ref_text, m, "ref_text"))
+            ]
+        elif ref_text is not None:
+            raise ValueError("ref_text was given without ref_audio")
+        prompts = per_item(voice_clone_prompt, n, "voice_clone_prompt")
+
+        ref_tokens = [None if p is None else np.asarray(p.ref_audio_tokens, dtype=np.int32) for p in prompts]
+        ref_texts = [None if p is None else p.ref_text for p in prompts]
+        lengths, speeds = resolve_target_lengths(
+            texts, ref_texts, [None if t is None else t.shape[1] for t in ref_tokens], self.frame_rate,
+            speed=speed, duration=duration)
+        items = [
+            GenerationItem(text=texts[i], target_len=lengths[i], lang=langs[i], instruct=instructs[i],
+                           ref_text=ref_texts[i], ref_tokens=ref_tokens[i],
+                           ref_rms=None if prompts[i] is None else prompts[i].ref_rms,
+                           speed=1.0 if speeds is None else speeds[i])
+            for i in range(n)
+        ]
+        return items
+
+    def run(self, items: Sequence[GenerationItem], config: OmniVoiceGenerationConfig, rng: np.random.Generator,
+            progress: Optional[Progress]) -> list[np.ndarray]:
+        """Generates every item (short ones batched, long ones chunked) and returns its finished audio."""
+        threshold = int(config.audio_chunk_threshold * self.frame_rate)
+        short = [i for i, it in enumerate(items) if it.target_len <= threshold]
+        long = [i for i, it in enumerate(items) if it.target_len > threshold]
+
+        tokens: list[list[np.ndarray]] = [[] for _ in items]
+        if short:
+            for i, t in zip(short, self.generate_tokens([items[i] for i in short], config, rng, progress)):
+                tokens[i] = [t]
+        if long:
+            for i, chunks in zip(long, self._generate_chunked([items[i] for i in long], config, rng, progress)):
+                tokens[i] = chunks
+        return [self._decode_and_post_process(toks, item.ref_rms, config) for toks, item in zip(tokens, items)]
+
+    def stream(self, item: GenerationItem, config: OmniVoiceGenerationConfig, rng: np.random.Generator,
+               progress: Optional[Progress]) -> Iterator[AudioChunk]:
+        """Generates one item, yielding each chunk's audio once decoded (see OmniVoice.generate_stream)."""
+        threshold = int(config.audio_chunk_threshold * self.frame_rate)
+        if item.target_len <= threshold:
+            pieces = iter([(item.text, self.generate_tokens([item], config, rng, progress)[0])])
+        else:
+            pieces = self._chunk_token_stream(item, config, rng, progress)
+        yield from self._stream_audio(pieces, item.ref_rms, config)
+
+    def generate_tokens(self, items: Sequence[GenerationItem], config: OmniVoiceGenerationConfig,
+                        rng: np.random.Generator, progress: Optional[Progress]) -> list[np.ndarray]:
+        """MaskGIT over a batch of items: one int32 ``[8, target_len]`` grid per item."""
+        prompts = [
+            build_prompt(self.text_tokenizer, it.text, it.target_len, ref_text=it.ref_text,
+                         ref_codes=it.ref_tokens, lang=it.lang, instruct=it.instruct, denoise=config.denoise)
+            for it in items
+        ]
+        batch = pack_prompts(prompts, guided=config.guidance_scale != 0)
+        session = self.lm.session(batch.segments)
+        steps = 0
+
+        def forward(input_ids: np.ndarray, audio_mask: np.ndarray) -> np.ndarray:
+            nonlocal steps
+            logits = session.forward(input_ids, audio_mask)
+            steps += 1
+            if progress is not None:
+                progress("steps", steps, config.num_step)
+            return logits
+
+        tokens = maskgit_generate(forward, batch, config, rng)
+        if progress is not None and steps < config.num_step:
+            progress("steps", config.num_step, config.num_step)  # steps with nothing to unmask are skipped
+        return tokens
+
+    def _chunk_batches(self, items: Sequence[GenerationItem], config: OmniVoiceGenerationConfig,
+                       rng: np.random.Generator, progress: Optional[Progress]
+                       ) -> Iterator[list[tuple[int, str, np.ndarray]]]:
+        """Upstream's ``_generate_chunked``, as a generator of ``(item, chunk text, tokens)`` per batch.
+
+        Chunk ``ci`` of every item runs in one batch. With a reference every chunk is cloned from
+        it; without, chunk 0 is generated first and becomes the voice prompt of the later chunks.
+        """
+        texts = [chunk_text_for_generation(it.text, it.target_len, config.audio_chunk_duration, self.frame_rate)
+                 for it in items]
+        with_ref = [it.ref_tokens is not None for it in items]
+        if any(with_ref) and not all(with_ref):
+            raise ValueError("long-form batch mixes texts with and without a reference voice; "
+                             "generate them in separate calls")
+        first: dict[int, np.ndarray] = {}
+        n_chunks = max(len(t) for t in texts)
+        for ci in range(n_chunks):
+            idx = [i for i in range(len(items)) if ci < len(texts[i])]
+            batch = []
+            for i in idx:
+                it = items[i]
+                if it.ref_tokens is not None:
+                    ref_tokens, ref_text = it.ref_tokens, it.ref_text
+                elif ci == 0:
+                    ref_tokens, ref_text = None, None
+                else:
+                    ref_tokens, ref_text = first[i], texts[i][0]
+                n_ref = None if ref_tokens is None else ref_tokens.shape[1]
+                batch.append(GenerationItem(text=texts[i][ci], lang=it.lang, instruct=it.instruct,
+                                            ref_text=ref_text, ref_tokens=ref_tokens, ref_rms=it.ref_rms,
+                                            speed=it.speed,
+                                            target_len=estimate_target_tokens(texts[i][ci], ref_text, n_ref, it.speed)))
+            tokens = self.generate_tokens(batch, config, rng, progress)
+            if ci == 0 and not all(with_ref):
+                first = dict(zip(idx, tokens))
+            if progress is not None:
+                progress("chunks", ci + 1, n_chunks)
+            yield [(i, texts[i][ci], t) for i, t in zip(idx, tokens)]
+
+    def _generate_chunked(self, items: Sequence[GenerationItem], config: OmniVoiceGenerationConfig,
+                          rng: np.random.Generator, progress: Optional[Progress]) -> list[list[np.ndarray]]:
+        out: list[list[np.ndarray]] = [[] for _ in items]
+        for batch in self._chunk_batches(items, config, rng, progress):
+            for i, _, tokens in batch:
+                out[i].append(tokens)
+        return out
+
+    def _chunk_token_stream(self, item: GenerationItem, config: OmniVoiceGenerationConfig, rng: np.random.Generator,
+                            progress: Optional[Progress]) -> Iterator[tuple[str, np.ndarray]]:
+        for ((_, text, tokens),) in self._chunk_batches([item], config, rng, progress):
+            yield text, tokens
+
+    def _post_process_piece(self, audio: np.ndarray, ref_rms: Optional[float], postprocess: bool,
+                            first: bool, last: bool, peak: np.floating) -> np.ndarray:
+        """``post_process_audio`` for one streamed piece: edges trimmed, faded and padded only
+        where they are the signal's real start or end; ``peak`` stands in for the global peak."""
+        sr = self.sampling_rate
+        if postprocess:
+            keep_all = 10**9  # ms of edge silence to keep: trims nothing at an inner edge
+            audio = remove_silence(audio, sr, mid_sil=500, lead_sil=100 if first else keep_all,
+                                   trail_sil=100 if last else keep_all)
+        audio = apply_volume(audio, ref_rms, peak)
+        if not (first or last) or audio.size == 0:
+            return audio
+        if first and last:
+            return fade_and_pad_audio(audio, sample_rate=sr)
+        # Fading and padding a doubled copy and keeping one half gives exactly one edge's treatment.
+        both = fade_and_pad_audio(np.concatenate([audio, audio]), sample_rate=sr)
+        pad = (both.size - 2 * audio.size) // 2
+        return both[: pad + audio.size] if first else both[pad + audio.size:]
+
+    def _decode_and_post_process(self, tokens: list[np.ndarray], ref_rms: Optional[float],
+                                 config: OmniVoiceGenerationConfig) -> np.ndarray:
+        audios = [self.audio_tokenizer.decode(t) for t in tokens]
+        audio = audios[0] if len(audios) == 1 else cross_fade_chunks(audios, self.sampling_rate)
+        return post_process_audio(audio, self.sampling_rate, ref_rms, config.postprocess_output).astype(
+            np.float32, copy=False)
+
+    def _stream_audio(self, pieces: Iterator[tuple[str, np.ndarray]], ref_rms: Optional[float],
+                      config: OmniVoiceGenerationConfig) -> Iterator[AudioChunk]:
+        """Decodes chunk tokens as they come and yields post-processed audio (see generate_stream)."""
+        sr = self.sampling_rate
+        pending: Optional[tuple[str, np.ndarray]] = None  # last chunk, held until we know if it is last
+        peak: Optional[np.floating] = None
+        index = 0
+
+        def emit(text: str, audio: np.ndarray, last: bool) -> AudioChunk:
+            nonlocal peak, index
+            if peak is None:
+                peak = np.abs(audio).max(initial=0.0)
+            out = self._post_process_piece(audio, ref_rms, config.postprocess_output, first=index == 0,
+                                           last=last, peak=peak)
+            chunk = AudioChunk(audio=out.astype(np.float32, copy=False), text=text, index=index)
+            index += 1
+            return chunk
+
+        for text, tokens in pieces:
+            audio = self.audio_tokenizer.decode(tokens)
+            if pending is not None:
+                prev_text, prev = pending
+                # cross_fade_chunks, one junction at a time: fade out, silence, fade in.
+                joined = cross_fade_chunks([prev, audio], sr)
+                head = joined[: joined.size - audio.size]
+                yield emit(prev_text, head, last=False)
+                audio = joined[joined.size - audio.size:]
+            pending = (text, audio)
+        if pending is not None:
+            yield emit(pending[0], pending[1], last=True)
