@@ -20,6 +20,7 @@ from .maskgit import MaskGITConfig
 from .model_files import resolve_model
 from .pipeline import AudioChunk, Pipeline, Progress
 from .postprocess import preprocess_reference
+from .threads import LoadAwareThreads, resolve_n_threads, usable_cores
 from .tokenizer import TextTokenizer
 
 AudioInput = Union[str, os.PathLike, tuple[np.ndarray, int]]
@@ -94,7 +95,7 @@ class OmniVoice:
         self.audio_tokenizer = audio_tokenizer
         self.text_tokenizer = text_tokenizer
         self.backend = backend
-        self.pipeline = Pipeline(lm, audio_tokenizer, text_tokenizer)
+        self.pipeline = Pipeline(lm, audio_tokenizer, text_tokenizer, backend)
         self.sampling_rate: int = self.pipeline.sampling_rate
         self.frame_rate: float = self.pipeline.frame_rate
 
@@ -108,22 +109,31 @@ class OmniVoice:
                 directory holding both GGUFs, a Hugging Face snapshot directory (converted once
                 into ``~/.cache/omnivoice``), or a Hub id such as ``"k2-fsa/OmniVoice"``.
             codec: The codec GGUF, when it is not beside the LM.
-            n_threads: CPU threads; ``None`` uses every core.
+            n_threads: CPU threads, at most the usable cores (more is capped, with a warning).
+                ``None`` (default) follows the machine's load: each MaskGIT step runs on the
+                cores other processes left idle during the previous steps (see README, Threads).
             convert_type: LM weight type used when a snapshot must be converted.
         """
+        n_threads = resolve_n_threads(n_threads)
         files = resolve_model(model, codec, convert_type=convert_type)
-        backend = _core.Backend(n_threads or 0)
+        backend = _core.Backend(n_threads or usable_cores())
         lm = _core.LM(str(files.lm), backend)
         audio_tokenizer = AudioTokenizer(_core.Codec(str(files.codec), backend))
-        return cls(lm, audio_tokenizer, TextTokenizer.from_metadata(lm.metadata), backend)
+        model_ = cls(lm, audio_tokenizer, TextTokenizer.from_metadata(lm.metadata), backend)
+        model_.n_threads = n_threads
+        return model_
 
     @property
     def n_threads(self) -> int:
+        """CPU threads of the next step (the load-aware count when :meth:`from_pretrained` or
+        this property was given ``None``)."""
         return self.backend.n_threads
 
     @n_threads.setter
-    def n_threads(self, value: int) -> None:
-        self.backend.n_threads = value
+    def n_threads(self, value: Optional[int]) -> None:
+        value = resolve_n_threads(value)
+        self.pipeline.threads = LoadAwareThreads(usable_cores()) if value is None else None
+        self.backend.n_threads = value or usable_cores()
 
     # ------------------------------------------------------------------ public API
 

@@ -20,6 +20,7 @@ from .chunking import chunk_text_for_generation
 from .duration import estimate_target_tokens, resolve_target_lengths
 from .lang_map import resolve_language
 from .maskgit import generate as maskgit_generate, pack_prompts
+from .threads import LoadAwareThreads
 from .postprocess import apply_volume, cross_fade_chunks, fade_and_pad_audio, post_process_audio, remove_silence
 from .prompt import build_prompt
 from .tokenizer import TextTokenizer
@@ -71,8 +72,12 @@ def per_item(x: Any, n: int, what: str) -> list[Any]:
 class Pipeline:
     """Runs requests on a loaded LM, codec and text tokenizer."""
 
-    def __init__(self, lm: "_core.LM", audio_tokenizer: AudioTokenizer, text_tokenizer: TextTokenizer) -> None:
+    def __init__(self, lm: "_core.LM", audio_tokenizer: AudioTokenizer, text_tokenizer: TextTokenizer,
+                 backend: Optional["_core.Backend"] = None) -> None:
         self.lm = lm
+        self.backend = backend
+        # Sets the backend's thread count before each LM step; None keeps the count as it is.
+        self.threads: Optional[LoadAwareThreads] = None
         self.audio_tokenizer = audio_tokenizer
         self.text_tokenizer = text_tokenizer
         self.sampling_rate: int = audio_tokenizer.sample_rate
@@ -161,6 +166,8 @@ class Pipeline:
 
         def forward(input_ids: np.ndarray, audio_mask: np.ndarray) -> np.ndarray:
             nonlocal steps
+            if self.threads is not None and self.backend is not None:
+                self.backend.n_threads = self.threads.update()
             logits = session.forward(input_ids, audio_mask)
             steps += 1
             if progress is not None:

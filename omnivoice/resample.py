@@ -14,8 +14,7 @@ and the output has ``ceil(n * new / orig)`` samples. ``h`` only depends on ``j m
 serves the whole signal, ``width = ceil(6 * orig / base)``. The sum runs in float64; the result
 agrees with torchaudio's float32 computation to about 1e-6 (its accumulation rounding).
 
-Conversions upstream never makes (e.g. of generated audio to an output rate) may use soxr; upstream
-converts those.
+soxr remains for conversions upstream never makes (such as generated audio to an output rate).
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def make_seeds(model_dir: Path, tmp: Path) -> Seeds:
 
 def gguf_number_spans(data: bytes) -> list[tuple[int, int, str]]:
     """(offset, width, what) of every header number of a GGUF: counts, string and array lengths,
-    scalar values, tensor dims, types and offsets. Walks the format itself (spec: ggml's
+    scalar values, tensor dims, types and offsets (``what`` starts with "tensor " for those). Walks the format itself (spec: ggml's
     docs/gguf.md), so it works on any file."""
     spans: list[tuple[int, int, str]] = [(8, 8, "n_tensors"), (16, 8, "n_kv")]
     scalar = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
@@ -115,10 +115,10 @@ def gguf_number_spans(data: bytes) -> list[tuple[int, int, str]]:
     for _ in range(n_tensors):
         pos, name = string(pos, "tensor name")
         n_dims = struct.unpack_from("<I", data, pos)[0]
-        spans.append((pos, 4, f"{name} n_dims"))
-        spans.extend((pos + 4 + 8 * i, 8, f"{name} ne[{i}]") for i in range(n_dims))
+        spans.append((pos, 4, f"tensor {name} n_dims"))
+        spans.extend((pos + 4 + 8 * i, 8, f"tensor {name} ne[{i}]") for i in range(n_dims))
         pos += 4 + 8 * n_dims
-        spans.extend([(pos, 4, f"{name} type"), (pos + 4, 8, f"{name} offset")])
+        spans.extend([(pos, 4, f"tensor {name} type"), (pos + 4, 8, f"tensor {name} offset")])
         pos += 12
     return spans
 
@@ -244,8 +244,9 @@ def worker(cases_file: str, model_dir: str) -> None:
 # --------------------------------------------------------------------------- parent side
 
 
-def run_cases(cases: list[dict], model_dir: Path, work: Path) -> list[dict]:
-    """Runs ``cases`` in worker processes, restarting after a crash or hang; one result per case."""
+def run_cases(cases: list[dict], model_dir: Path, work: Path, hang_s: float = HANG_S) -> list[dict]:
+    """Runs ``cases`` in worker processes, restarting after a crash or a case that takes longer
+    than ``hang_s`` seconds; returns one result per case."""
     results: list[dict] = []
     pending = list(cases)
     while pending:
@@ -264,8 +265,8 @@ def run_cases(cases: list[dict], model_dir: Path, work: Path) -> list[dict]:
         current = None
         while True:
             try:
-                line = lines.get(timeout=HANG_S)
-            except queue.Empty:  # one file took longer than HANG_S
+                line = lines.get(timeout=hang_s)
+            except queue.Empty:  # one file took longer than hang_s
                 proc.kill()
                 break
             if line is None:
@@ -279,7 +280,9 @@ def run_cases(cases: list[dict], model_dir: Path, work: Path) -> list[dict]:
                 done[msg["done"]] = msg
                 current = None
         proc.wait()
-        stderr = proc.stderr.read() if proc.stderr else ""
+        stderr = proc.stderr.read()
+        proc.stdout.close()
+        proc.stderr.close()
         for case in pending:
             if case["path"] in done:
                 results.append({**case, **done[case["path"]]})

@@ -33,9 +33,10 @@ def test_gguf_header_numbers_at_extremes(seeds: fuzz.Seeds, tiny_model_dir: Path
     for kind in ("lm", "codec"):
         data = getattr(seeds, kind)
         spans = fuzz.gguf_number_spans(data)
-        meta = [s for s in spans if "tensor" not in s[2] and " ne[" not in s[2] and not s[2].startswith("key ")
-                and "[" not in s[2] and " type" not in s[2] and s[1] >= 4]
-        tensor = rng.sample([s for s in spans if " ne[" in s[2] or s[2].endswith(" offset")], 12)
+        # Metadata numbers (scalars, array counts; not key/string lengths, types or array items).
+        meta = [s for s in spans if not s[2].startswith(("tensor ", "key ")) and "[" not in s[2]
+                and not s[2].endswith((" type", " length"))]
+        tensor = rng.sample([s for s in spans if s[2].startswith("tensor ") and " n" in s[2]], 10)
         for i, span in enumerate(meta + tensor):
             for value in EXTREMES:
                 path = tmp_path / f"{kind}-{i}-{value}.gguf"

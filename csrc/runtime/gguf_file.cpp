@@ -163,6 +163,24 @@ uint32_t GGUFFile::get_u32(const std::string & key) const {
     return gguf_get_val_u32(meta_, key_id(key, GGUF_TYPE_UINT32));
 }
 
+uint32_t GGUFFile::get_count(const std::string & key) const {
+    const uint32_t n = get_u32(key);
+    if (n > n_tensors()) {
+        fail("metadata " + key + " = " + std::to_string(n) + " exceeds the " + std::to_string(n_tensors()) +
+             " tensors of the file");
+    }
+    return n;
+}
+
+uint32_t GGUFFile::get_u32_in(const std::string & key, uint32_t lo, uint32_t hi) const {
+    const uint32_t v = get_u32(key);
+    if (v < lo || v > hi) {
+        fail("metadata " + key + " = " + std::to_string(v) + " is outside [" + std::to_string(lo) + ", " +
+             std::to_string(hi) + "]");
+    }
+    return v;
+}
+
 int32_t GGUFFile::get_i32(const std::string & key) const {
     return gguf_get_val_i32(meta_, key_id(key, GGUF_TYPE_INT32));
 }

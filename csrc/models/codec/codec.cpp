@@ -40,11 +40,16 @@ static void read_captures(const std::vector<ggml_tensor *> & captured, std::map<
     }
 }
 
+// Sample rates a codec file may state: 1 kHz to 384 kHz (the real one: 24 kHz, HuBERT 16 kHz).
+// Audio is resampled to them, so an absurd value would size absurd buffers.
+constexpr uint32_t kMinRate = 1000;
+constexpr uint32_t kMaxRate = 384000;
+
 CodecHParams CodecHParams::from_gguf(const GGUFFile & f) {
     CodecHParams hp;
-    hp.sample_rate = (int) f.get_u32("omnivoice.sample_rate");
-    hp.hop_length = (int) f.get_u32("omnivoice.acoustic.hop_length");
-    hp.n_quantizers = (int) f.get_u32("omnivoice.n_quantizers");
+    hp.sample_rate = (int) f.get_u32_in("omnivoice.sample_rate", kMinRate, kMaxRate);
+    hp.hop_length = (int) f.get_u32_in("omnivoice.acoustic.hop_length", 1, hp.sample_rate);
+    hp.n_quantizers = (int) f.get_count("omnivoice.n_quantizers");
     hp.codebook_size = f.get_u32("omnivoice.codebook_size");
     hp.codebook_dim = f.get_u32("omnivoice.codebook_dim");
     hp.acoustic_hidden = f.get_u32("omnivoice.acoustic.hidden_size");
@@ -53,6 +58,8 @@ CodecHParams CodecHParams::from_gguf(const GGUFFile & f) {
     hp.decoder_channels = f.get_u32("omnivoice.acoustic.decoder_hidden_size");
     for (int64_t r : f.get_int_array("omnivoice.acoustic.upsampling_ratios")) hp.upsampling_ratios.push_back((int) r);
     hp.has_encoder = f.get_bool("omnivoice.has_encoder");
+    // HuBERT's input rate: encode resamples to it, so an encoder file must state it.
+    if (hp.has_encoder) hp.semantic_sample_rate = (int) f.get_u32_in("omnivoice.semantic_sample_rate", kMinRate, kMaxRate);
 
     auto bad = [&](const std::string & what) { throw ModelFormatError(f.path() + ": " + what); };
     if (hp.sample_rate <= 0 || hp.hop_length <= 0 || hp.n_quantizers <= 0 || hp.codebook_size <= 0 ||

@@ -22,7 +22,7 @@ HubertHParams HubertHParams::load(const GGUFFile & file) {
     hp.n_embd = (int) file.get_u32(k + "hidden_size");
     hp.n_ff = (int) file.get_u32(k + "intermediate_size");
     hp.n_head = (int) file.get_u32(k + "num_attention_heads");
-    hp.n_layer = (int) file.get_u32(k + "num_hidden_layers");
+    hp.n_layer = (int) file.get_count(k + "num_hidden_layers");
     hp.conv_dim = file.get_int_array(k + "conv_dim");
     hp.conv_kernel = file.get_int_array(k + "conv_kernel");
     hp.conv_stride = file.get_int_array(k + "conv_stride");

@@ -26,7 +26,7 @@ static ggml_tensor * join_projections(DerivedWeights & derived, const std::vecto
 Qwen3HParams Qwen3HParams::load(const GGUFFile & f) {
     const std::string a = std::string(kArch) + ".";
     Qwen3HParams hp;
-    hp.n_layer = f.get_u32(a + "block_count");
+    hp.n_layer = f.get_count(a + "block_count");
     hp.n_embd = f.get_u32(a + "embedding_length");
     hp.n_ff = f.get_u32(a + "feed_forward_length");
     hp.n_head = f.get_u32(a + "attention.head_count");
@@ -36,7 +36,7 @@ Qwen3HParams Qwen3HParams::load(const GGUFFile & f) {
     hp.n_ctx_train = f.get_u32(a + "context_length");
     hp.rms_eps = f.get_f32(a + "attention.layer_norm_rms_epsilon");
     hp.rope_freq_base = f.get_f32(a + "rope.freq_base");
-    hp.n_codebook = f.get_u32("omnivoice.num_audio_codebook");
+    hp.n_codebook = f.get_count("omnivoice.num_audio_codebook");
     hp.audio_vocab = f.get_u32("omnivoice.audio_vocab_size");
     hp.audio_mask_id = f.get_u32("omnivoice.audio_mask_id");
     hp.audio_codebook_weights = f.get_f32_array("omnivoice.audio_codebook_weights");
