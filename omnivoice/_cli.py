@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
+import os
 import sys
+import warnings
+from pathlib import Path
 from typing import Callable
 
 EXIT_ERROR = 1
@@ -27,6 +31,43 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0 (seeds)."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text}")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """argparse type: a finite number."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    value = finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
+    return value
+
+
+def check_output_path(path: str | os.PathLike[str]) -> None:
+    """Raises ValueError, with the reason, when a file cannot be written at ``path`` (checked
+    before any work, so a long generation does not end in a failed write)."""
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise ValueError(f"output {path} is a directory; give a file name")
+    if not parent.is_dir():
+        raise ValueError(f"output directory {parent} does not exist")
+    if not os.access(path if path.exists() else parent, os.W_OK):
+        raise ValueError(f"no permission to write {path}")
+
+
 def one_line(message: str) -> str:
     """The first paragraph of a (possibly multi-line) error message, on one line."""
     first = message.strip().split("\n\n", 1)[0]
@@ -34,13 +75,24 @@ def one_line(message: str) -> str:
 
 
 def run_command(prog: str, run: Callable[[], None]) -> int:
-    """Runs ``run``; a user-facing error becomes one line on stderr and exit status 1."""
+    """Runs ``run``; any error becomes one line on stderr and exit status 1 (never a traceback),
+    and a warning one ``prog: warning: ...`` line."""
     logging.basicConfig(level=logging.WARNING, format=f"{prog}: %(message)s")
-    try:
-        run()
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
-    except (ValueError, FileNotFoundError, OSError, RuntimeError) as e:
-        print(f"{prog}: error: {one_line(str(e))}", file=sys.stderr)
-        return EXIT_ERROR
+
+    def show(message: Warning | str, *_: object, **__: object) -> None:
+        print(f"{prog}: warning: {one_line(str(message))}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")  # shown once each, as lines, never raised
+        warnings.showwarning = show
+        try:
+            run()
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
+        except (ValueError, TypeError, OSError) as e:
+            print(f"{prog}: error: {one_line(str(e))}", file=sys.stderr)
+            return EXIT_ERROR
+        except Exception as e:  # noqa: BLE001 - a bug or a library's own error: still one line
+            print(f"{prog}: error: {type(e).__name__}: {one_line(str(e))}", file=sys.stderr)
+            return EXIT_ERROR
     return 0

@@ -117,6 +117,9 @@ def to_mono(wave: npt.ArrayLike, sample_rate: int, target_rate: int) -> np.ndarr
         raise ValueError(f"audio must be float, int16 or int32, got dtype {arr.dtype}")
     if arr.size == 0:
         raise ValueError("audio is empty")
+    if arr.ndim == 2 and arr.shape[0] > arr.shape[1]:
+        raise ValueError(f"audio of shape {arr.shape} looks channels-last ({arr.shape[1]} channels of "
+                         f"{arr.shape[0]} samples); pass it channels-first, e.g. wave.T")
     if not np.all(np.isfinite(arr)):
         raise ValueError("audio contains NaN or infinite samples")
     for name, rate in (("sample_rate", sample_rate), ("target_rate", target_rate)):

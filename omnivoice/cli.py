@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from ._cli import positive_float, positive_int, run_command
+from ._cli import (check_output_path, finite_float, non_negative_float, non_negative_int, positive_float,
+                   positive_int, run_command)
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -37,18 +38,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ref-text", help="transcript of --ref-wav (required with it)")
     p.add_argument("--voice", help="a voice prompt saved with --save-voice (replaces --ref-wav/--ref-text)")
     p.add_argument("--save-voice", help="save the voice prompt made from --ref-wav/--ref-text to this file")
-    p.add_argument("--seed", type=int, help="random seed (default: random)")
+    p.add_argument("--seed", type=non_negative_int, help="random seed, an integer >= 0 (default: random)")
     p.add_argument("--steps", type=positive_int, default=32, help="MaskGIT steps (default: %(default)s)")
-    p.add_argument("--guidance", type=float, default=2.0, help="classifier-free guidance scale (default: %(default)s)")
+    p.add_argument("--guidance", type=finite_float, default=2.0, help="classifier-free guidance scale (default: %(default)s)")
     p.add_argument("--chunk-duration", type=positive_float, default=15.0,
                    help="long-form chunk length in seconds (default: %(default)s)")
-    p.add_argument("--chunk-threshold", type=float, default=30.0,
+    p.add_argument("--chunk-threshold", type=non_negative_float, default=30.0,
                    help="chunk only above this estimated duration in seconds (default: %(default)s)")
     p.add_argument("--no-denoise", action="store_true", help="omit the <|denoise|> token when cloning")
     p.add_argument("--no-preprocess", action="store_true",
                    help="keep the reference audio and transcript as given (no silence trim, no punctuation)")
     p.add_argument("--no-postprocess", action="store_true", help="return the raw decode (no silence removal, fade, pad)")
-    p.add_argument("--threads", type=positive_int, help="CPU threads (default: all cores)")
+    p.add_argument("--threads", type=positive_int,
+                   help="CPU threads, at most the usable cores (default: the cores other processes leave idle)")
     p.add_argument("--batch", help="JSONL file, one request per line (keys: text, output, and any of lang, "
                                    "instruct, duration, speed, ref_wav, ref_text, voice, seed); -o names "
                                    "the output directory for lines without 'output'")
@@ -76,7 +78,14 @@ class _Progress:
 
 
 def _read_text(args: argparse.Namespace) -> str:
-    text = args.text if args.text is not None else sys.stdin.read()
+    if args.text is not None:
+        text = args.text
+    else:
+        data = sys.stdin.buffer.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"stdin is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})") from None
     if not text.strip():
         raise ValueError("no text to speak (give it as an argument or on stdin)")
     return text
@@ -119,6 +128,8 @@ def _run(args: argparse.Namespace) -> None:
     from .model import OmniVoice
 
     progress = _Progress(not args.quiet)
+    if not args.batch and args.output != "-":
+        check_output_path(args.output)
     model = OmniVoice.from_pretrained(args.model, codec=args.codec, n_threads=args.threads)
     base = {k: getattr(args, k) for k in ("lang", "instruct", "duration", "speed", "seed")}
     base.update(ref_wav=args.ref_wav, ref_text=args.ref_text, voice=args.voice)
@@ -131,14 +142,22 @@ def _run(args: argparse.Namespace) -> None:
         lines = [ln for ln in Path(args.batch).read_text(encoding="utf-8").splitlines() if ln.strip()]
         for n, line in enumerate(lines, 1):
             try:
-                req = {**base, **json.loads(line)}
+                fields = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{args.batch}:{n}: not valid JSON ({e.msg})") from None
+            if not isinstance(fields, dict):
+                raise ValueError(f"{args.batch}:{n}: must be a JSON object such as {{\"text\": ...}}, "
+                                 f"got a JSON {type(fields).__name__}")
+            req = {**base, **fields}
             if not isinstance(req.get("text"), str) or not req["text"].strip():
                 raise ValueError(f"{args.batch}:{n}: needs a non-empty 'text'")
-            out = outdir / req.get("output", f"{n:04d}.wav")
-            audio = model.generate(req["text"], **_voice_kwargs(model, req, not args.no_preprocess),
-                                   **_gen_kwargs(args, req), progress=progress)[0]
+            out = outdir / str(req.get("output", f"{n:04d}.wav"))
+            try:
+                check_output_path(out)
+                audio = model.generate(req["text"], **_voice_kwargs(model, req, not args.no_preprocess),
+                                       **_gen_kwargs(args, req), progress=progress)[0]
+            except (TypeError, ValueError) as e:  # the message names the key (seed, duration, ...)
+                raise type(e)(f"{args.batch}:{n}: {e}") from None
             write_wav(out, audio, model.sampling_rate, args.format)
             progress("requests", n, len(lines))
         return

@@ -191,6 +191,8 @@ _DEFAULT_ESTIMATOR = RuleDurationEstimator()
 
 
 def _check_positive(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
     value = float(value)
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
@@ -285,12 +287,13 @@ def resolve_target_lengths(
 
 
 def _per_item(name: str, value: float | Sequence[float | None] | None, n: int) -> list[float | None]:
-    """Broadcasts a scalar or checks a per-item list; validates every given value."""
+    """Broadcasts a scalar or a one-entry list, or checks a per-item list (the rule of every
+    per-item argument); validates every given value."""
     if value is None:
         return [None] * n
-    if isinstance(value, numbers.Real):
+    if not isinstance(value, (list, tuple)):
         return [_check_positive(name, value)] * n
-    values = list(value)
+    values = list(value) * n if len(value) == 1 else list(value)
     if len(values) != n:
-        raise ValueError(f"{name} has {len(values)} entries for {n} texts")
+        raise ValueError(f"{name} has {len(values)} entries for {n} texts (give 1 or {n})")
     return [None if v is None else _check_positive(name, v) for v in values]

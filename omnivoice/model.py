@@ -6,13 +6,16 @@ arguments as upstream's and returns a list of float32 numpy arrays at 24 kHz, on
 
 from __future__ import annotations
 
+import math
 import os
+import warnings
 from dataclasses import dataclass, fields
 from typing import Any, Iterator, Optional, Union
 
 import numpy as np
 
 from . import _core
+from .arguments import check_finite, check_sample_rate, check_seed, check_text
 from .audio import load_audio, to_mono, truncate_to_hop
 from .audio_tokenizer import AudioTokenizer
 from .chunking import add_punctuation
@@ -49,8 +52,9 @@ class OmniVoiceGenerationConfig(MaskGITConfig):
 
     def validate(self) -> None:
         super().validate()
-        if not self.audio_chunk_duration > 0:
+        if not check_finite(self.audio_chunk_duration, "audio_chunk_duration") > 0:
             raise ValueError(f"audio_chunk_duration must be > 0, got {self.audio_chunk_duration!r}")
+        check_finite(self.audio_chunk_threshold, "audio_chunk_threshold")
 
 
 @dataclass
@@ -70,7 +74,14 @@ class VoiceClonePrompt:
 
     @classmethod
     def load(cls, path: Union[str, os.PathLike]) -> "VoiceClonePrompt":
-        """Reads a prompt written by :meth:`save`."""
+        """Reads a prompt written by :meth:`save`.
+
+        Raises:
+            FileNotFoundError: No such file.
+            ValueError: Not a voice file, or values no reference could give: codes that are not
+                ``[n_codebooks, T]`` ids >= 0, an empty or invalid ``ref_text``, a ``ref_rms`` that
+                is not a positive finite number (0 is a silent reference: silent output).
+        """
         try:
             with np.load(path, allow_pickle=False) as z:
                 if str(z["format"]) != "omnivoice-voice-1":
@@ -83,6 +94,12 @@ class VoiceClonePrompt:
             raise ValueError(f"{path} is not an omnivoice voice prompt file") from None
         if tokens.ndim != 2 or tokens.shape[1] == 0:
             raise ValueError(f"{path}: voice prompt codes have shape {tokens.shape}")
+        if tokens.min() < 0:
+            raise ValueError(f"{path}: voice prompt codes hold negative ids")
+        check_text(text, f"{path}: ref_text")
+        if not (math.isfinite(rms) and rms > 0):
+            raise ValueError(f"{path}: ref_rms must be a positive finite number, got {rms!r}"
+                             + (" (a silent reference: the output would be silent)" if rms == 0 else ""))
         return cls(ref_audio_tokens=tokens, ref_text=text, ref_rms=rms)
 
 
@@ -182,7 +199,7 @@ class OmniVoice:
         """
         config = generation_config or OmniVoiceGenerationConfig.from_dict(kwargs)
         config.validate()  # before any work
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(check_seed(seed))
         items = self.pipeline.prepare(text, language, ref_text, ref_audio, voice_clone_prompt, instruct,
                                       duration, speed, config, self.create_voice_clone_prompt)
         return self.pipeline.run(items, config, rng, progress)
@@ -218,7 +235,7 @@ class OmniVoice:
         """
         config = generation_config or OmniVoiceGenerationConfig.from_dict(kwargs)
         config.validate()  # before any work
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(check_seed(seed))
         (item,) = self.pipeline.prepare(text, language, ref_text, ref_audio, voice_clone_prompt, instruct,
                                         duration, speed, config, self.create_voice_clone_prompt)
         yield from self.pipeline.stream(item, config, rng, progress)
@@ -235,9 +252,10 @@ class OmniVoice:
             preprocess_prompt: Trim silences (and over-long references) and add terminal
                 punctuation to the transcript, as upstream does.
         """
-        if ref_text is None or not ref_text.strip():
+        if ref_text is None:
             raise ValueError("ref_text is required with ref_audio: give the transcript of the "
                              "reference audio (no ASR model is bundled)")
+        check_text(ref_text, "ref_text")
         wav = self._load_reference(ref_audio)
         wav, ref_rms = preprocess_reference(wav, self.sampling_rate, ref_text_given=True,
                                             preprocess=preprocess_prompt)
@@ -245,6 +263,8 @@ class OmniVoice:
         if wav.size == 0:
             raise ValueError(f"reference audio is shorter than one codec frame "
                              f"({self.audio_tokenizer.hop_length} samples)")
+        if ref_rms == 0:
+            warnings.warn("ref_audio is silent: audio cloned from it will be silent too", stacklevel=2)
         tokens = self.audio_tokenizer.encode(wav, self.sampling_rate)
         if preprocess_prompt:
             ref_text = add_punctuation(ref_text)
@@ -259,5 +279,5 @@ class OmniVoice:
         if not (isinstance(ref_audio, tuple) and len(ref_audio) == 2):
             raise ValueError("ref_audio must be a path or a (waveform, sample_rate) tuple")
         wave, sr = ref_audio
-        return to_mono(np.asarray(wave), int(sr), self.sampling_rate)
+        return to_mono(np.asarray(wave), check_sample_rate(sr, "ref_audio sample rate"), self.sampling_rate)
 
