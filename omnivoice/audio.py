@@ -33,6 +33,8 @@ __all__ = [
     "write_wav",
 ]
 
+# Sample rates accepted (as the codec loader's): a 7 Hz "WAV" would resample 1 s to an hour.
+MIN_RATE, MAX_RATE = 1000, 384000
 # Full scale of the integer sample types accepted, mapped to [-1, 1).
 _INT_FULL_SCALE = {np.dtype(np.int16): 2.0**15, np.dtype(np.int32): 2.0**31}
 
@@ -125,6 +127,8 @@ def to_mono(wave: npt.ArrayLike, sample_rate: int, target_rate: int) -> np.ndarr
     for name, rate in (("sample_rate", sample_rate), ("target_rate", target_rate)):
         if isinstance(rate, bool) or not isinstance(rate, (int, np.integer)) or rate <= 0:
             raise ValueError(f"{name} must be a positive integer, got {rate!r}")
+        if not MIN_RATE <= rate <= MAX_RATE:
+            raise ValueError(f"{name} {rate} Hz is outside the audio rates accepted, {MIN_RATE} to {MAX_RATE} Hz")
     # Upstream averages and resamples in the array's own precision (float32 from a file or
     # the codec's 24 kHz signal); the resampler's float32 grid is part of its result.
     mono = arr if arr.dtype == np.float64 else arr.astype(np.float32, copy=False)

@@ -293,7 +293,8 @@ def run_cases(cases: list[dict], model_dir: Path, work: Path, hang_s: float = HA
         finished = {r["path"] for r in results}
         pending = [c for c in pending if c["path"] not in finished]
         if current is None and pending:  # the worker ended without starting them: report once
-            results.extend({**c, "outcome": "crash", "detail": stderr.strip()[-300:]} for c in pending)
+            detail = f"worker exit {proc.returncode} before these cases: {stderr.strip()[-300:]}"
+            results.extend({**c, "outcome": "crash", "detail": detail} for c in pending)
             break
     return results
 

@@ -31,6 +31,7 @@ def model(tiny_model_dir: Path) -> OmniVoice:
     (dict(text="hi", voice_clone_prompt="me.npz"), TypeError, r"VoiceClonePrompt.load\('me.npz'\)"),
     (dict(text="hi", ref_text="Hello.", ref_audio=(WAVE, None)), TypeError, "ref_audio sample rate"),
     (dict(text="hi", ref_text="Hello.", ref_audio=(WAVE, 22050.9)), ValueError, "whole number"),
+    (dict(text="hi", ref_text="Hello.", ref_audio=(WAVE, 7)), ValueError, "7 Hz is outside"),
     (dict(text="hi", ref_text="Hello.", ref_audio=(np.stack([WAVE, WAVE], 1), 24000)), ValueError, "channels-last"),
     (dict(text="hi", duration="2"), TypeError, "duration must be a number"),
     (dict(text="hi", speed="2"), TypeError, "speed must be a number"),

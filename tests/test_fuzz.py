@@ -52,3 +52,25 @@ def test_random_mutants(seeds: fuzz.Seeds, tiny_model_dir: Path, tmp_path: Path)
     results = fuzz.run_cases(cases, tiny_model_dir, tmp_path)
     assert len(results) == len(cases)
     assert not failures(results), "\n".join(failures(results))
+
+
+def test_invalid_utf8_metadata_names_file_and_key(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from omnivoice import AudioTokenizer, ModelFormatError
+
+    data = (tiny_model_dir / "omnivoice-tokenizer-F32.gguf").read_bytes()
+    key = b"omnivoice.semantic.feat_extract_norm"
+    value = data.index(key) + len(key) + 4 + 8  # after the key: value type (4), string length (8)
+    path = tmp_path / "bad.gguf"
+    path.write_bytes(data[:value] + b"\xffroup" + data[value + 5 :])
+    with pytest.raises(ModelFormatError, match="bad.gguf: metadata key omnivoice.semantic.feat_extract_norm"):
+        AudioTokenizer.from_file(path, n_threads=1)
+
+
+def test_encoder_file_needs_its_semantic_rate_at_load(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from omnivoice import AudioTokenizer, ModelFormatError
+
+    data = (tiny_model_dir / "omnivoice-tokenizer-F32.gguf").read_bytes()
+    path = tmp_path / "no-rate.gguf"  # the key renamed: the file lacks it
+    path.write_bytes(data.replace(b"omnivoice.semantic_sample_rate", b"omnivoice.semantic_sample_ratX"))
+    with pytest.raises(ModelFormatError, match="missing metadata key omnivoice.semantic_sample_rate"):
+        AudioTokenizer.from_file(path, n_threads=1)

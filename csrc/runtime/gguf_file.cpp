@@ -23,6 +23,32 @@ std::string shape_str(const int64_t * ne, int n_dims) {
     return s + "]";
 }
 
+// Whether `s` is well-formed UTF-8 as Python decodes it strictly: no overlong forms, no
+// surrogates, nothing above U+10FFFF.
+static bool valid_utf8(const std::string & s) {
+    const auto * p = (const unsigned char *) s.data();
+    const auto * end = p + s.size();
+    while (p < end) {
+        const unsigned c = *p;
+        int n = 0;
+        uint32_t cp = 0;
+        if (c < 0x80) { ++p; continue; }
+        if ((c & 0xE0) == 0xC0) { n = 1; cp = c & 0x1F; }
+        else if ((c & 0xF0) == 0xE0) { n = 2; cp = c & 0x0F; }
+        else if ((c & 0xF8) == 0xF0) { n = 3; cp = c & 0x07; }
+        else return false;
+        if (end - p <= n) return false;
+        for (int i = 1; i <= n; ++i) {
+            if ((p[i] & 0xC0) != 0x80) return false;
+            cp = (cp << 6) | (p[i] & 0x3F);
+        }
+        static const uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+        if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        p += n + 1;
+    }
+    return true;
+}
+
 void GGUFFile::fail(const std::string & what) const {
     throw ModelFormatError(path_ + ": " + what);
 }
@@ -41,6 +67,25 @@ GGUFFile::GGUFFile(const std::string & path, const std::string & expected_arch, 
     meta_ = gguf_init_from_file(path.c_str(), params);
     if (!meta_) {
         fail("not a readable GGUF file (bad magic, unsupported version, or truncated header)");
+    }
+
+    // Every key, string value and tensor name reaches Python as str (and error messages quote
+    // them): invalid UTF-8 is refused here, by key, rather than as a UnicodeDecodeError later.
+    for (int64_t i = 0; i < gguf_get_n_kv(meta_); ++i) {
+        const std::string key = gguf_get_key(meta_, i);
+        if (!valid_utf8(key)) fail("metadata key #" + std::to_string(i) + " is not valid UTF-8");
+        bool ok = true;
+        if (gguf_get_kv_type(meta_, i) == GGUF_TYPE_STRING) {
+            ok = valid_utf8(gguf_get_val_str(meta_, i));
+        } else if (gguf_get_kv_type(meta_, i) == GGUF_TYPE_ARRAY && gguf_get_arr_type(meta_, i) == GGUF_TYPE_STRING) {
+            for (size_t j = 0; ok && j < gguf_get_arr_n(meta_, i); ++j) ok = valid_utf8(gguf_get_arr_str(meta_, i, j));
+        }
+        if (!ok) fail("metadata key " + key + " holds a string that is not valid UTF-8");
+    }
+    for (int64_t i = 0; i < gguf_get_n_tensors(meta_); ++i) {
+        if (!valid_utf8(gguf_get_tensor_name(meta_, i))) {
+            fail("tensor #" + std::to_string(i) + " has a name that is not valid UTF-8");
+        }
     }
 
     const int64_t arch_id = gguf_find_key(meta_, "general.architecture");
