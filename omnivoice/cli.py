@@ -59,20 +59,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class _Progress:
-    """A one-line progress bar on stderr, only when stderr is a terminal."""
+    """One progress line on stderr for every level at once (requests, chunks, steps), only when
+    stderr is a terminal: a bar for the innermost level, counts for the outer ones."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled and sys.stderr.isatty()
         self.start = time.monotonic()
+        self.levels: dict[str, tuple[int, int]] = {}  # label -> (done, total), outermost first
 
     def __call__(self, label: str, done: int, total: int) -> None:
         if not self.enabled:
             return
+        self.levels[label] = (done, total)
+        if label != "steps":  # an outer level moved on: the steps bar starts again
+            self.levels.pop("steps", None)
         width = 30
         filled = int(width * done / max(total, 1))
+        outer = "".join(f"{name} {d}/{t} | " for name, (d, t) in self.levels.items() if name != label)
         elapsed = time.monotonic() - self.start
-        sys.stderr.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {elapsed:5.1f}s")
-        if done >= total:
+        sys.stderr.write(f"\r\033[K{outer}{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
+                         f"{elapsed:5.1f}s")
+        if done >= total and len(self.levels) == 1:
             sys.stderr.write("\n")
         sys.stderr.flush()
 

@@ -146,3 +146,16 @@ def test_codec_cli_same_input_and_output(tiny_model_dir: Path, tmp_path: Path,
     args = ["--model", str(tiny_model_dir / "omnivoice-tokenizer-F32.gguf"), "-i", str(codes), "-o", str(codes)]
     assert codec_cli(args) == 1
     assert "overwrite the input; give -o another file" in _one_line(capsys)
+
+
+def test_converter_checks_inputs_and_writes_nothing_on_failure(tmp_path: Path) -> None:
+    import shutil
+
+    from omnivoice.convert import convert_model
+
+    snapshot = tmp_path / "snap"
+    shutil.copytree(Path(__file__).parent / "data" / "tiny_hf", snapshot)
+    shutil.rmtree(snapshot / "audio_tokenizer")
+    with pytest.raises(FileNotFoundError, match="audio_tokenizer"):
+        convert_model(snapshot, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
