@@ -9,50 +9,43 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
 
 
+def _number(text: str, kind: type, ok: Callable[[float], bool], what: str) -> Any:
+    """argparse type: ``kind(text)`` (int or float), finite and passing ``ok``."""
+    value = kind(text)
+    if not (math.isfinite(value) and ok(value)):
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """argparse type: an integer > 0."""
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0."""
-    value = float(text)
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
+    return _number(text, int, lambda v: v > 0, "a positive integer")
 
 
 def non_negative_int(text: str) -> int:
     """argparse type: an integer >= 0 (seeds)."""
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text}")
-    return value
+    return _number(text, int, lambda v: v >= 0, "an integer >= 0")
 
 
-def finite_float(text: str) -> float:
-    """argparse type: a finite number."""
-    value = float(text)
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
-    return value
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    return _number(text, float, lambda v: v > 0, "a positive number")
 
 
 def non_negative_float(text: str) -> float:
     """argparse type: a finite number >= 0."""
-    value = finite_float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
-    return value
+    return _number(text, float, lambda v: v >= 0, "a number >= 0")
+
+
+def finite_float(text: str) -> float:
+    """argparse type: a finite number."""
+    return _number(text, float, lambda v: True, "a finite number")
 
 
 def check_output_path(path: str | os.PathLike[str]) -> None:
