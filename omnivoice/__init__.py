@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+from importlib.metadata import version
+
 from . import _libs  # noqa: F401  (must run before _core is imported)
 from ._core import Backend, ModelFormatError
 from .audio_tokenizer import AudioTokenizer, load_codes, save_codes
 from .model import OmniVoice, OmniVoiceGenerationConfig, VoiceClonePrompt
-from .pipeline import AudioChunk
+from .streaming import AudioChunk, Cancelled, TextPiece
 
-__version__ = "0.1.0"
+__version__ = version("omnivoice-ggml")  # the distribution's, set once in pyproject.toml
 
 __all__ = [
     "AudioChunk",
     "AudioTokenizer",
     "Backend",
+    "Cancelled",
     "ModelFormatError",
     "OmniVoice",
     "OmniVoiceGenerationConfig",
+    "TextPiece",
     "VoiceClonePrompt",
     "__version__",
     "load_codes",

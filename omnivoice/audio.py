@@ -146,10 +146,16 @@ def truncate_to_hop(audio: np.ndarray, hop_length: int) -> np.ndarray:
 
     Returns:
         The first ``T - T % hop_length`` samples (a view).
+
+    Raises:
+        ValueError: ``hop_length`` is not positive, or the audio is shorter than one frame.
     """
     if hop_length <= 0:
         raise ValueError(f"hop_length must be positive, got {hop_length}")
-    return audio[..., : audio.shape[-1] - audio.shape[-1] % hop_length]
+    n = audio.shape[-1]
+    if n < hop_length:
+        raise ValueError(f"audio of {n} samples is shorter than one codec frame ({hop_length} samples)")
+    return audio[..., : n - n % hop_length]
 
 
 def _check_format(fmt: str) -> None:

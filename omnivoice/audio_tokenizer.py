@@ -129,8 +129,8 @@ class AudioTokenizer:
     def encode(self, wave: npt.ArrayLike, sample_rate: int) -> np.ndarray:
         """Encodes audio to codes, as the reference ``HiggsAudioV2TokenizerModel.encode``.
 
-        The audio is brought to mono at :attr:`sample_rate` (24 kHz, :func:`omnivoice.audio.to_mono`); the codec
-        then resamples that to 16 kHz for HuBERT, as the reference does. Lengths that are not a
+        The audio is brought to mono at :attr:`sample_rate` (24 kHz, :func:`omnivoice.audio.to_mono`);
+        the codec then resamples that to 16 kHz for HuBERT, as the reference does. Lengths that are not a
         whole number of frames are padded the reference's way; callers that want upstream
         OmniVoice's voice-clone prompt first drop the partial last frame
         (:func:`omnivoice.audio.truncate_to_hop`).
@@ -144,17 +144,12 @@ class AudioTokenizer:
             int32 codes ``[n_codebooks, T]``, T about ``n / sample_rate * frame_rate``.
 
         Raises:
-            ValueError: Bad audio (see :func:`omnivoice.audio.to_mono`), audio shorter than one frame, or a file
-                converted without the encoder.
+            ValueError: Bad audio (see :func:`omnivoice.audio.to_mono`), audio shorter than one
+                frame, or a file converted without the encoder (both checked by the core codec).
         """
-        if not self.has_encoder:
+        if not self.has_encoder:  # before resampling: such a file states no semantic rate
             raise ValueError("this codec file has no encoder (converted with --no-encoder); it can only decode")
         wave24 = to_mono(wave, sample_rate, self.sample_rate)
-        if wave24.size < self.hop_length:
-            raise ValueError(
-                f"audio too short to encode: {wave24.size} samples at {self.sample_rate} Hz, "
-                f"one frame needs {self.hop_length}"
-            )
         wave16 = to_mono(wave24, self.sample_rate, self.semantic_sample_rate)
         return self._codec.encode(wave24, wave16)
 

@@ -8,7 +8,15 @@ neighbour.
 
 from __future__ import annotations
 
-__all__ = ["add_punctuation", "chunk_text_for_generation", "chunk_text_punctuation"]
+import re
+from typing import Optional
+
+__all__ = ["HAN", "add_punctuation", "chunk_text_for_generation", "chunk_text_punctuation", "contains_chinese"]
+
+# CJK Unified Ideographs, as a regex character range: what upstream takes as "this text is Chinese"
+# (for end punctuation, voice-design language and whitespace around Chinese characters).
+HAN = "\u4e00-\u9fff"
+_HAN_RE = re.compile(f"[{HAN}]")
 
 # A sentence may end after any of these.
 SPLIT_PUNCTUATION = frozenset(".,;:!?。，；：！？")
@@ -23,6 +31,11 @@ ABBREVIATIONS = frozenset(
     "Cmdr. Sgt. Cpl. Co. Corp. Inc. Ltd. Est. Dept. St. Ave. Blvd. Rd. Mt. Ft. No. Jan. Feb. Mar. "
     "Apr. Aug. Sep. Sept. Oct. Nov. Dec. i.e. e.g. vs. Vs. Etc. approx. fig. def.".split()
 )
+
+
+def contains_chinese(text: Optional[str]) -> bool:
+    """Return True if ``text`` contains a CJK ideograph (upstream's test for Chinese text)."""
+    return bool(text) and _HAN_RE.search(text) is not None
 
 
 def _ends_sentence(sentence: list[str]) -> bool:
@@ -145,5 +158,4 @@ def add_punctuation(text: str) -> str:
     text = text.strip()
     if not text or text[-1] in END_PUNCTUATION:
         return text
-    is_chinese = any("\u4e00" <= char <= "\u9fff" for char in text)
-    return text + ("。" if is_chinese else ".")
+    return text + ("。" if contains_chinese(text) else ".")

@@ -1,17 +1,23 @@
-"""``omnivoice-tts``: text to speech from the command line.
+"""``omnivoice-tts``: text to speech from the command line, on the streaming engine.
 
-Text comes as the positional argument or on stdin; ``-o -`` streams a WAV to stdout chunk by
-chunk as each is decoded. Errors print one line and exit non-zero.
+Text comes as the positional argument or on stdin, read as it arrives: speech starts at the first
+complete sentence. ``-o -`` streams a WAV to stdout piece by piece; ``--stream-by-line`` writes a
+WAV per input line; ``--srt`` dubs subtitles onto one timeline. Errors print one line and exit
+non-zero.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, BinaryIO, Iterator, Optional, Sequence, Union
+
+import numpy as np
 
 from ._cli import (check_output_path, finite_float, non_negative_float, non_negative_int, positive_float,
                    positive_int, run_command)
@@ -30,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--codec", help="codec GGUF (default: found beside the LM GGUF)")
     p.add_argument("--format", choices=("wav16", "wav24", "wav32"), default="wav16",
                    help="WAV sample format: 16-bit, 24-bit PCM or 32-bit float (default: %(default)s)")
+    p.add_argument("--sample-rate", type=positive_int,
+                   help="write WAVs at this rate, resampled with soxr (default: the model's 24000)")
     p.add_argument("--lang", help="language name or code, e.g. English or en (default: language-agnostic)")
     p.add_argument("--instruct", help='voice design attributes, e.g. "female, low pitch, british accent"')
     p.add_argument("--duration", type=positive_float, help="output duration in seconds (default: estimated)")
@@ -42,9 +50,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=positive_int, default=32, help="MaskGIT steps (default: %(default)s)")
     p.add_argument("--guidance", type=finite_float, default=2.0, help="classifier-free guidance scale (default: %(default)s)")
     p.add_argument("--chunk-duration", type=positive_float, default=15.0,
-                   help="long-form chunk length in seconds (default: %(default)s)")
+                   help="longest piece (or --split chunk: chunk) in seconds (default: %(default)s)")
     p.add_argument("--chunk-threshold", type=non_negative_float, default=30.0,
-                   help="chunk only above this estimated duration in seconds (default: %(default)s)")
+                   help="--split chunk and --batch: chunk only above this estimated duration in seconds "
+                        "(default: %(default)s)")
+    p.add_argument("--split", choices=("sentence", "chunk"), default="sentence",
+                   help="sentence: speak sentence by sentence as text arrives; chunk: generate()'s own "
+                        "chunks, after reading all the text (default: %(default)s)")
+    p.add_argument("--stream-by-line", action="store_true",
+                   help="one WAV per input line, written into the -o directory as each line is spoken "
+                        "(its path printed on stdout); one voice for all lines")
+    p.add_argument("--srt", help="dub this SubRip file onto one timeline WAV (-o): each cue spoken in its "
+                                 "time slot, clipped at the next cue")
     p.add_argument("--no-denoise", action="store_true", help="omit the <|denoise|> token when cloning")
     p.add_argument("--no-preprocess", action="store_true",
                    help="keep the reference audio and transcript as given (no silence trim, no punctuation)")
@@ -84,18 +101,75 @@ class _Progress:
         sys.stderr.flush()
 
 
-def _read_text(args: argparse.Namespace) -> str:
+def _stdin_fragments() -> Iterator[str]:
+    """stdin as it arrives (whatever is available, up to 64 KiB at a time), decoded as UTF-8."""
+    import codecs
+
+    stream = sys.stdin.buffer
+    read = getattr(stream, "read1", stream.read)
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0  # bytes read before this block, for the error message
+    while True:
+        data = read(1 << 16)
+        try:
+            text = decoder.decode(data, final=not data)
+        except UnicodeDecodeError as e:
+            raise ValueError(f"stdin is not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset "
+                             f"{offset + e.start})") from None
+        offset += len(data)
+        if text:
+            yield text
+        if not data:
+            return
+
+
+def _text_source(args: argparse.Namespace) -> Union[str, Iterator[str]]:
+    """The positional text, or stdin: incrementally unless the whole text is needed first."""
     if args.text is not None:
         text = args.text
+    elif args.split == "chunk" or args.duration is not None:
+        text = "".join(_stdin_fragments())
     else:
-        data = sys.stdin.buffer.read()
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise ValueError(f"stdin is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})") from None
+        return _stdin_fragments()
     if not text.strip():
         raise ValueError("no text to speak (give it as an argument or on stdin)")
     return text
+
+
+class _AudioOut:
+    """A WAV written piece by piece at ``rate`` (soxr's streaming resampler when it is not the model's)."""
+
+    def __init__(self, stream: BinaryIO, model_rate: int, rate: Optional[int], fmt: str) -> None:
+        from .audio import StreamingWavWriter
+
+        self._resampler = None
+        if rate is not None and rate != model_rate:
+            import soxr
+
+            self._resampler = soxr.ResampleStream(model_rate, rate, 1, dtype="float32")
+        self._stream = stream
+        self._writer = StreamingWavWriter(stream, rate or model_rate, fmt)
+
+    def write(self, audio: np.ndarray) -> None:
+        if self._resampler is not None:
+            audio = self._resampler.resample_chunk(audio)
+        self._writer.write(audio)
+        self._stream.flush()
+
+    def close(self) -> None:
+        if self._resampler is not None:
+            self._writer.write(self._resampler.resample_chunk(np.zeros(0, np.float32), last=True))
+        self._writer.close()
+
+
+def _write_file(path: Union[str, Path], audio: np.ndarray, model_rate: int, rate: Optional[int], fmt: str) -> None:
+    from .audio import write_wav
+
+    if rate is not None and rate != model_rate:
+        import soxr
+
+        audio = soxr.resample(audio, model_rate, rate).astype(np.float32)
+    write_wav(path, audio, rate or model_rate, fmt)
 
 
 def _voice_kwargs(model: Any, req: dict[str, Any], preprocess: bool) -> dict[str, Any]:
@@ -130,12 +204,81 @@ def _gen_kwargs(args: argparse.Namespace, req: dict[str, Any]) -> dict[str, Any]
     )
 
 
+def _speak(model: Any, text: Union[str, Iterator[str]], args: argparse.Namespace, kwargs: dict[str, Any],
+           progress: _Progress) -> None:
+    """Streams the speech of ``text`` into ``-o`` (a file or stdout), piece by piece."""
+    chunks = model.generate_stream(text, progress=progress, split=args.split, **kwargs)
+    first = next(chunks)  # errors in the text or settings come before any output is opened
+    with contextlib.nullcontext(sys.stdout.buffer) if args.output == "-" else open(args.output, "wb") as f:
+        try:
+            out = _AudioOut(f, model.sampling_rate, args.sample_rate, args.format)
+            for chunk in itertools.chain([first], chunks):
+                out.write(chunk.audio)
+            out.close()
+        except BaseException:
+            if args.output != "-":
+                Path(args.output).unlink()  # no half-written file left behind as if it were the result
+            raise
+
+
+def _speak_lines(model: Any, text: Union[str, Iterator[str]], args: argparse.Namespace, kwargs: dict[str, Any],
+                 progress: _Progress) -> None:
+    """One WAV per non-empty input line, in one voice: without a reference, the first line's
+    speech becomes the clone prompt of the later lines."""
+    if args.output == "-":
+        raise ValueError("--stream-by-line writes one file per line: give -o a directory, not -")
+    outdir = Path(args.output)
+    outdir.mkdir(parents=True, exist_ok=True)
+
+    def lines() -> Iterator[str]:
+        pending = ""
+        for fragment in [text] if isinstance(text, str) else text:
+            pending += fragment
+            *done, pending = pending.split("\n")
+            yield from (ln for ln in done if ln.strip())
+        if pending.strip():
+            yield pending
+
+    n = 0
+    for n, line in enumerate(lines(), 1):
+        audio = np.concatenate([c.audio for c in model.generate_stream(line, progress=progress, split=args.split,
+                                                                       **kwargs)])
+        path = outdir / f"{n:04d}.wav"
+        _write_file(path, audio, model.sampling_rate, args.sample_rate, args.format)
+        print(path, flush=True)
+        if "voice_clone_prompt" not in kwargs:
+            kwargs = {**kwargs, "voice_clone_prompt": model.create_voice_clone_prompt(
+                (audio, model.sampling_rate), line)}
+    if n == 0:
+        raise ValueError("no text to speak (give it as an argument or on stdin)")
+
+
+def _dub(model: Any, args: argparse.Namespace, kwargs: dict[str, Any], progress: _Progress) -> None:
+    """``--srt``: every cue spoken in its slot, in one voice, laid onto one timeline WAV."""
+    from .streaming import TextPiece
+    from .subtitles import Timeline, read_srt
+
+    if args.output == "-":
+        raise ValueError("--srt writes one timeline WAV: give -o a file, not -")
+    if args.text is not None:
+        raise ValueError("--srt takes its text from the subtitle file: give no text argument")
+    for flag, value in (("--duration", kwargs.pop("duration")), ("--speed", kwargs.pop("speed"))):
+        if value is not None:
+            raise ValueError(f"{flag} does not apply to --srt: each cue is fitted to its time slot")
+    cues = read_srt(args.srt)
+    timeline = Timeline(cues, model.sampling_rate)
+    pieces = (TextPiece(c.text, duration=c.end - c.start) for c in cues)
+    for i, chunk in enumerate(model.generate_pieces(pieces, progress=progress, **kwargs)):
+        timeline.place(i, chunk.audio)
+        progress("cues", i + 1, len(cues))
+    _write_file(args.output, timeline.audio, model.sampling_rate, args.sample_rate, args.format)
+
+
 def _run(args: argparse.Namespace) -> None:
-    from .audio import StreamingWavWriter, write_wav
     from .model import OmniVoice
 
     progress = _Progress(not args.quiet)
-    if not args.batch and args.output != "-":
+    if not (args.batch or args.stream_by_line) and args.output != "-":  # those two write into a directory
         check_output_path(args.output)
     model = OmniVoice.from_pretrained(args.model, codec=args.codec, n_threads=args.threads)
     base = {k: getattr(args, k) for k in ("lang", "instruct", "duration", "speed", "seed")}
@@ -165,24 +308,22 @@ def _run(args: argparse.Namespace) -> None:
                                        **_gen_kwargs(args, req), progress=progress)[0]
             except (TypeError, ValueError) as e:  # the message names the key (seed, duration, ...)
                 raise type(e)(f"{args.batch}:{n}: {e}") from None
-            write_wav(out, audio, model.sampling_rate, args.format)
+            _write_file(out, audio, model.sampling_rate, args.sample_rate, args.format)
             progress("requests", n, len(lines))
         return
 
-    text = _read_text(args)
     voice = _voice_kwargs(model, base, not args.no_preprocess)
     if args.save_voice:
         if "voice_clone_prompt" not in voice:
             raise ValueError("--save-voice needs --ref-wav and --ref-text")
         voice["voice_clone_prompt"].save(args.save_voice)
     kwargs = {**voice, **_gen_kwargs(args, base)}
-    if args.output == "-":
-        with StreamingWavWriter(sys.stdout.buffer, model.sampling_rate, args.format) as writer:
-            for chunk in model.generate_stream(text, progress=progress, **kwargs):
-                writer.write(chunk.audio)
+    if args.srt:
+        _dub(model, args, kwargs, progress)
+    elif args.stream_by_line:
+        _speak_lines(model, _text_source(args), args, kwargs, progress)
     else:
-        audio = model.generate(text, progress=progress, **kwargs)[0]
-        write_wav(args.output, audio, model.sampling_rate, args.format)
+        _speak(model, _text_source(args), args, kwargs, progress)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

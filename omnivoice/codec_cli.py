@@ -70,10 +70,6 @@ def _run(args: argparse.Namespace) -> None:
     else:
         # Whole frames only, as upstream OmniVoice trims a reference before encoding it.
         wave = truncate_to_hop(load_audio(src, tok.sample_rate), tok.hop_length)
-        if wave.size == 0:
-            raise ValueError(
-                f"{src} is shorter than one codec frame ({tok.hop_length} samples at {tok.sample_rate} Hz)"
-            )
         codes = tok.encode(wave, tok.sample_rate)
         save_codes(dst, codes, tok.sample_rate, tok.frame_rate)
         logger.info("encoded %s -> %s (%d frames)", src, dst, codes.shape[1])

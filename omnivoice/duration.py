@@ -15,6 +15,7 @@ import math
 import numbers
 import unicodedata
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = [
     "FALLBACK_REF_TEXT",
@@ -235,8 +236,8 @@ def resolve_target_lengths(
     ref_texts: Sequence[str | None],
     ref_lengths: Sequence[int | None],
     frame_rate: float,
-    speed: float | Sequence[float | None] | None = None,
-    duration: float | Sequence[float | None] | None = None,
+    speed: float | list[float | None] | None = None,
+    duration: float | list[float | None] | None = None,
     estimator: RuleDurationEstimator = _DEFAULT_ESTIMATOR,
 ) -> tuple[list[int], list[float] | None]:
     """Target frame counts and effective speeds of a batch, as upstream ``generate`` sets them.
@@ -266,8 +267,8 @@ def resolve_target_lengths(
     n = len(texts)
     if len(ref_texts) != n or len(ref_lengths) != n:
         raise ValueError(f"got {n} texts but {len(ref_texts)} reference texts and {len(ref_lengths)} reference lengths")
-    speeds = _per_item("speed", speed, n)
-    durations = _per_item("duration", duration, n)
+    speeds = [None if v is None else _check_positive("speed", v) for v in per_item(speed, n, "speed")]
+    durations = [None if v is None else _check_positive("duration", v) for v in per_item(duration, n, "duration")]
 
     lengths: list[int] = []
     effective: list[float] = []
@@ -286,14 +287,16 @@ def resolve_target_lengths(
     return lengths, effective
 
 
-def _per_item(name: str, value: float | Sequence[float | None] | None, n: int) -> list[float | None]:
-    """Broadcasts a scalar or a one-entry list, or checks a per-item list (the rule of every
-    per-item argument); validates every given value."""
-    if value is None:
-        return [None] * n
-    if not isinstance(value, (list, tuple)):
-        return [_check_positive(name, value)] * n
-    values = list(value) * n if len(value) == 1 else list(value)
+def per_item(value: Any, n: int, what: str) -> list[Any]:
+    """Upstream's ``_ensure_list``: a list holds one value per item (or one for all); anything
+    else, ``None`` and tuples included, is one value for every item.
+
+    Raises:
+        ValueError: A list of neither 1 nor ``n`` entries; ``what`` names the argument.
+    """
+    values = value if isinstance(value, list) else [value]
+    if len(values) == 1:
+        return values * n
     if len(values) != n:
-        raise ValueError(f"{name} has {len(values)} entries for {n} texts (give 1 or {n})")
-    return [None if v is None else _check_positive(name, v) for v in values]
+        raise ValueError(f"{what} has {len(values)} entries for {n} texts")
+    return values

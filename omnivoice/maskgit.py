@@ -69,7 +69,8 @@ class MaskGITConfig:
         self.validate()
 
     def validate(self) -> None:
-        """Raises ValueError for an out-of-range option (checked again by :func:`generate`)."""
+        """Raises ValueError for an out-of-range option: at construction, and again where a
+        request starts (``OmniVoice.generate``), after any change to the fields."""
         if isinstance(self.num_step, bool) or not isinstance(self.num_step, (int, np.integer)) or self.num_step < 1:
             raise ValueError(f"num_step must be a positive integer, got {self.num_step!r}")
         for name in ("guidance_scale", "layer_penalty_factor"):
@@ -230,7 +231,8 @@ def generate(
     batch: PackedBatch,
     config: MaskGITConfig,
     rng: np.random.Generator,
-    mask_id: int = 1024,
+    *,
+    mask_id: int,
 ) -> list[np.ndarray]:
     """Decodes the target frames of every item of ``batch``.
 
@@ -240,7 +242,7 @@ def generate(
         batch: Packed prompts; must be ``guided`` unless ``config.guidance_scale`` is 0.
         config: Decoding options.
         rng: Source of all randomness; greedy decoding (both temperatures 0) uses none.
-        mask_id: Vocabulary index of the mask token.
+        mask_id: Vocabulary index of the mask token (the LM's ``audio_mask_id``).
 
     Returns:
         int32 codes ``[C, target_len]`` of each item.
@@ -249,7 +251,6 @@ def generate(
         ValueError: If the batch does not fit the config or ``forward`` returns logits of
             the wrong shape or non-finite values.
     """
-    config.validate()
     if not isinstance(rng, np.random.Generator):
         raise ValueError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     if config.guidance_scale != 0 and not batch.guided:

@@ -6,11 +6,13 @@ arguments as upstream's and returns a list of float32 numpy arrays at 24 kHz, on
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
+import threading
 import warnings
 from dataclasses import dataclass, fields
-from typing import Any, Iterator, Optional, Union
+from typing import Any, Iterable, Iterator, Optional, Union
 
 import numpy as np
 
@@ -21,12 +23,14 @@ from .audio_tokenizer import AudioTokenizer
 from .chunking import add_punctuation
 from .maskgit import MaskGITConfig
 from .model_files import resolve_model
-from .pipeline import AudioChunk, Pipeline, Progress
+from .pipeline import Pipeline, Progress
 from .postprocess import preprocess_reference
+from .streaming import AudioChunk, CancelCheck, TextPiece, as_cancel_check, iter_pieces, speech_seconds
 from .threads import LoadAwareThreads, resolve_n_threads, usable_cores
 from .tokenizer import TextTokenizer
 
 AudioInput = Union[str, os.PathLike, tuple[np.ndarray, int]]
+Cancel = Union[threading.Event, CancelCheck, None]
 
 
 @dataclass
@@ -167,6 +171,7 @@ class OmniVoice:
         generation_config: Optional[OmniVoiceGenerationConfig] = None,
         seed: Optional[int] = None,
         progress: Optional[Progress] = None,
+        cancel: Cancel = None,
         **kwargs: Any,
     ) -> list[np.ndarray]:
         """Generates speech for one text or a batch.
@@ -188,6 +193,9 @@ class OmniVoice:
             generation_config: Settings; by default built from ``**kwargs``.
             seed: Seed of the sampler; the same seed gives the same audio. ``None`` is random.
             progress: Called as ``progress(label, done, total)`` after each step.
+            cancel: A ``threading.Event`` or a zero-argument callable; checked before every
+                MaskGIT step and every decode, and once set (True) the call raises
+                :class:`~omnivoice.Cancelled`, having freed what it allocated.
             **kwargs: Fields of :class:`OmniVoiceGenerationConfig` (``num_step``,
                 ``guidance_scale``, ``t_shift``, ``layer_penalty_factor``,
                 ``position_temperature``, ``class_temperature``, ``denoise``,
@@ -196,17 +204,21 @@ class OmniVoice:
 
         Returns:
             One float32 array at :attr:`sampling_rate` per text.
+
+        Raises:
+            Cancelled: ``cancel`` was set.
         """
         config = generation_config or OmniVoiceGenerationConfig.from_dict(kwargs)
         config.validate()  # before any work
+        check = as_cancel_check(cancel)
         rng = np.random.default_rng(check_seed(seed))
         items = self.pipeline.prepare(text, language, ref_text, ref_audio, voice_clone_prompt, instruct,
                                       duration, speed, config, self.create_voice_clone_prompt)
-        return self.pipeline.run(items, config, rng, progress)
+        return self.pipeline.run(items, config, rng, progress, check)
 
     def generate_stream(
         self,
-        text: str,
+        text: Union[str, Iterable[str]],
         language: Optional[str] = None,
         ref_text: Optional[str] = None,
         ref_audio: Optional[AudioInput] = None,
@@ -217,28 +229,125 @@ class OmniVoice:
         generation_config: Optional[OmniVoiceGenerationConfig] = None,
         seed: Optional[int] = None,
         progress: Optional[Progress] = None,
+        cancel: Cancel = None,
+        split: str = "sentence",
         **kwargs: Any,
     ) -> Iterator[AudioChunk]:
-        """Generates speech for one text, yielding audio as each text chunk is decoded.
+        """Generates speech for one text piece by piece, yielding each piece's audio once decoded.
 
-        Text above ``audio_chunk_threshold`` seconds is split into chunks of about
-        ``audio_chunk_duration`` seconds, exactly as :meth:`generate` does, and each chunk is
-        yielded once decoded (lower ``audio_chunk_threshold`` for an earlier first chunk). The
-        tokens are identical to :meth:`generate`'s for the same seed. The audio differs only in
-        post-processing, which streaming must apply piecewise: the cross-fade tail of each chunk
-        is held back until the next chunk arrives (exact); silence removal runs per chunk rather
-        than over the whole signal; without a reference, the peak normalisation to 0.5 uses the
-        first chunk's peak for every chunk (not the global peak); the fade-in and leading pad go
-        on the first chunk and the fade-out and trailing pad on the last. With
-        ``postprocess_output=False`` and a reference (or a single chunk), the concatenated chunks
-        equal :meth:`generate`'s output.
+        With ``split="sentence"`` (the default) the text is cut at sentence ends (see
+        :mod:`omnivoice.streaming` and docs/streaming.md): sentences under 1.5 s of estimated
+        speech are joined with the next, sentences over ``audio_chunk_duration`` are cut at clause
+        marks, and the first piece is cut to at most 4 s so that the first audio comes early.
+        ``text`` may then be an iterable of fragments (e.g. tokens from a language model) consumed
+        as it goes: a piece is generated as soon as its sentence is complete. ``split="chunk"`` is
+        the behaviour of this method before sentence streaming, and :meth:`generate`'s own: the
+        whole text in one piece up to ``audio_chunk_threshold`` seconds, upstream's chunks of about
+        ``audio_chunk_duration`` seconds above it; ``text`` must then be a str.
+
+        The voice is held across pieces as in :meth:`generate`'s long-form chunking: every piece
+        is cloned from the reference when there is one, otherwise the first piece is generated
+        freely (or designed from ``instruct``) and its tokens and text become the voice prompt of
+        all later pieces. The tokens of each piece are exactly those :meth:`generate` produces for
+        the same pieces and seed (``split="chunk"``: the same as :meth:`generate` itself). The
+        audio differs only in post-processing, which streaming applies piecewise (see
+        :class:`~omnivoice.streaming.PieceFinisher`): each piece is yielded at once except its
+        last 0.1 s, which opens the next chunk with the cross-fade (or, at the end, gets the
+        fade-out and pad); silences are removed per piece, not across a junction; without a
+        reference the 0.5 peak normalisation uses the first piece's peak for all pieces. With a
+        reference and ``postprocess_output=False``, the chunks concatenated equal the output of
+        :meth:`generate` on the same pieces exactly; a text that makes a single piece gives
+        :meth:`generate`'s output exactly. When ``text`` is an iterable, whether a piece is the
+        last is only known when the iterable ends, so a last chunk with empty text carries the
+        held 0.1 s tail.
+
+        Args:
+            text: The text, or an iterable of str fragments (``split="sentence"`` only).
+            language, ref_text, ref_audio, voice_clone_prompt, instruct, speed, generation_config,
+                seed, progress, cancel, kwargs: As :meth:`generate`.
+            duration: Total duration in seconds, spread over the pieces as a speed factor; needs
+                ``text`` as a str.
+            split: ``"sentence"`` or ``"chunk"``.
+
+        Yields:
+            :class:`AudioChunk` ``(audio, text, index)``, float32 at :attr:`sampling_rate`.
+
+        Raises:
+            Cancelled: ``cancel`` was set; the generator is finished.
         """
         config = generation_config or OmniVoiceGenerationConfig.from_dict(kwargs)
         config.validate()  # before any work
+        check = as_cancel_check(cancel)
+        if split not in ("sentence", "chunk"):
+            raise ValueError(f"split must be 'sentence' or 'chunk', got {split!r}")
+        voice = (language, ref_text, ref_audio, voice_clone_prompt, instruct)
+        clone = self.create_voice_clone_prompt
+        count: Optional[int] = None
+        if isinstance(text, str):
+            # The whole text is known: so are the pieces, and which one is last.
+            (item,) = self.pipeline.prepare(text, *voice, duration, speed, config, clone)
+            if split == "sentence":
+                texts = list(iter_pieces(text, speech_seconds(self.frame_rate), config.audio_chunk_duration))
+            else:
+                texts = self.pipeline.chunk_texts(item, config)
+            count, pieces = len(texts), iter(texts)
+        elif split == "chunk":
+            raise ValueError("split='chunk' needs text as a str (it chunks the whole text)")
+        elif duration is not None:
+            raise ValueError("duration needs text as a str: the length of an iterable text is not known")
+        else:
+            pieces = iter_pieces(text, speech_seconds(self.frame_rate), config.audio_chunk_duration)
+            first = next(pieces, None)
+            if first is None:
+                raise ValueError("text is empty")
+            (item,) = self.pipeline.prepare(first, *voice, None, speed, config, clone)
+            pieces = itertools.chain([first], pieces)
         rng = np.random.default_rng(check_seed(seed))
-        (item,) = self.pipeline.prepare(text, language, ref_text, ref_audio, voice_clone_prompt, instruct,
-                                        duration, speed, config, self.create_voice_clone_prompt)
-        yield from self.pipeline.stream(item, config, rng, progress)
+        yield from self.pipeline.stream(item, pieces, count, config, rng, progress, check)
+
+    def generate_pieces(
+        self,
+        pieces: Iterable[Union[str, TextPiece]],
+        language: Optional[str] = None,
+        ref_text: Optional[str] = None,
+        ref_audio: Optional[AudioInput] = None,
+        voice_clone_prompt: Optional[VoiceClonePrompt] = None,
+        instruct: Optional[str] = None,
+        speed: Optional[float] = None,
+        generation_config: Optional[OmniVoiceGenerationConfig] = None,
+        seed: Optional[int] = None,
+        progress: Optional[Progress] = None,
+        cancel: Cancel = None,
+        **kwargs: Any,
+    ) -> Iterator[AudioChunk]:
+        """Generates given pieces of text in one voice, yielding each piece's raw audio.
+
+        For callers that place the audio themselves (subtitle dubbing): each piece is generated
+        whole (never split), with its own ``duration`` when it is a :class:`TextPiece` that has
+        one, and the voice is held across pieces as in :meth:`generate_stream`. The audio is the
+        decode with the volume rule only (cloning: the reference's loudness; otherwise the first
+        piece's peak at 0.5): no silence removal, fades, pads or cross-fades.
+
+        Args:
+            pieces: Texts, or :class:`TextPiece` items, consumed as they come.
+            language, ref_text, ref_audio, voice_clone_prompt, instruct, speed, generation_config,
+                seed, progress, cancel, kwargs: As :meth:`generate`.
+
+        Yields:
+            :class:`AudioChunk` per piece, float32 at :attr:`sampling_rate`.
+        """
+        config = generation_config or OmniVoiceGenerationConfig.from_dict(kwargs)
+        config.validate()
+        check = as_cancel_check(cancel)
+        pieces = iter(pieces)
+        first = next(pieces, None)
+        if first is None:
+            return
+        (item,) = self.pipeline.prepare(first.text if isinstance(first, TextPiece) else first, language, ref_text,
+                                        ref_audio, voice_clone_prompt, instruct, None, speed, config,
+                                        self.create_voice_clone_prompt)
+        rng = np.random.default_rng(check_seed(seed))
+        yield from self.pipeline.raw_pieces(item, itertools.chain([first], pieces), config, rng, progress, check)
 
     def create_voice_clone_prompt(self, ref_audio: AudioInput, ref_text: Optional[str] = None,
                                   preprocess_prompt: bool = True) -> VoiceClonePrompt:
@@ -260,9 +369,6 @@ class OmniVoice:
         wav, ref_rms = preprocess_reference(wav, self.sampling_rate, ref_text_given=True,
                                             preprocess=preprocess_prompt)
         wav = truncate_to_hop(wav, self.audio_tokenizer.hop_length)
-        if wav.size == 0:
-            raise ValueError(f"reference audio is shorter than one codec frame "
-                             f"({self.audio_tokenizer.hop_length} samples)")
         if ref_rms == 0:
             warnings.warn("ref_audio is silent: audio cloned from it will be silent too", stacklevel=2)
         tokens = self.audio_tokenizer.encode(wav, self.sampling_rate)

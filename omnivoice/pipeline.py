@@ -10,22 +10,23 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
 from . import _core
 from .arguments import check_optional_text, check_texts, path_hint
 from .audio_tokenizer import AudioTokenizer
-from .chunking import chunk_text_for_generation
-from .duration import estimate_target_tokens, resolve_target_lengths
+from .chunking import chunk_text_for_generation, contains_chinese
+from .duration import estimate_target_tokens, per_item, resolve_target_lengths
 from .lang_map import resolve_language
 from .maskgit import generate as maskgit_generate, pack_prompts
-from .threads import LoadAwareThreads
-from .postprocess import apply_volume, cross_fade_chunks, fade_and_pad_audio, post_process_audio, remove_silence
+from .postprocess import apply_volume, cross_fade_chunks, post_process_audio
 from .prompt import build_prompt
+from .streaming import AudioChunk, Cancelled, CancelCheck, PieceFinisher, TextPiece
+from .threads import LoadAwareThreads
 from .tokenizer import TextTokenizer
-from .voice_design import contains_chinese, resolve_instruct
+from .voice_design import resolve_instruct
 
 if TYPE_CHECKING:
     from .model import AudioInput, OmniVoiceGenerationConfig, VoiceClonePrompt
@@ -35,15 +36,6 @@ logger = logging.getLogger(__name__)
 Progress = Callable[[str, int, int], None]
 # Encodes one reference: (ref_audio, ref_text, preprocess_prompt) -> its cloning prompt.
 CloneFn = Callable[["AudioInput", Optional[str], bool], "VoiceClonePrompt"]
-
-
-@dataclass
-class AudioChunk:
-    """One piece of streamed audio (float32 at 24 kHz) and the text it speaks."""
-
-    audio: np.ndarray
-    text: str
-    index: int
 
 
 @dataclass
@@ -58,16 +50,6 @@ class GenerationItem:
     ref_tokens: Optional[np.ndarray] = None
     ref_rms: Optional[float] = None
     speed: float = 1.0
-
-
-def per_item(x: Any, n: int, what: str) -> list[Any]:
-    """Upstream's ``_ensure_list``: one value for all items, or one per item."""
-    xs = x if isinstance(x, list) else [x]
-    if len(xs) == 1:
-        return xs * n
-    if len(xs) != n:
-        raise ValueError(f"{what}: expected 1 or {n} values (one per text), got {len(xs)}")
-    return xs
 
 
 class Pipeline:
@@ -156,7 +138,7 @@ class Pipeline:
                     f"for {'this text' if len(chunks) == 1 else 'each text chunk'}")
 
     def run(self, items: Sequence[GenerationItem], config: OmniVoiceGenerationConfig, rng: np.random.Generator,
-            progress: Optional[Progress]) -> list[np.ndarray]:
+            progress: Optional[Progress], cancel: Optional[CancelCheck] = None) -> list[np.ndarray]:
         """Generates every item (short ones batched, long ones chunked) and returns its finished audio."""
         threshold = int(config.audio_chunk_threshold * self.frame_rate)
         short = [i for i, it in enumerate(items) if it.target_len <= threshold]
@@ -164,29 +146,93 @@ class Pipeline:
 
         tokens: list[list[np.ndarray]] = [[] for _ in items]
         if short:
-            for i, t in zip(short, self.generate_tokens([items[i] for i in short], config, rng, progress)):
+            for i, t in zip(short, self.generate_tokens([items[i] for i in short], config, rng, progress, cancel)):
                 tokens[i] = [t]
         if long:
-            for i, chunks in zip(long, self._generate_chunked([items[i] for i in long], config, rng, progress)):
+            for i, chunks in zip(long, self._generate_chunked([items[i] for i in long], config, rng, progress,
+                                                              cancel)):
                 tokens[i] = chunks
-        return [self._decode_and_post_process(toks, item.ref_rms, config) for toks, item in zip(tokens, items)]
+        return [self._decode_and_post_process(toks, item.ref_rms, config, cancel) for toks, item in zip(tokens, items)]
 
-    def stream(self, item: GenerationItem, config: OmniVoiceGenerationConfig, rng: np.random.Generator,
-               progress: Optional[Progress]) -> Iterator[AudioChunk]:
-        """Generates one item, yielding each chunk's audio once decoded (see OmniVoice.generate_stream)."""
-        threshold = int(config.audio_chunk_threshold * self.frame_rate)
-        if item.target_len <= threshold:
-            pieces = iter([(item.text, self.generate_tokens([item], config, rng, progress)[0])])
+    def chunk_texts(self, item: GenerationItem, config: OmniVoiceGenerationConfig) -> list[str]:
+        """The texts :meth:`run` generates ``item`` in: the whole, or upstream's chunks when long."""
+        if item.target_len <= int(config.audio_chunk_threshold * self.frame_rate):
+            return [item.text]
+        return chunk_text_for_generation(item.text, item.target_len, config.audio_chunk_duration, self.frame_rate)
+
+    def stream(self, item: GenerationItem, pieces: Iterable[Union[str, TextPiece]], count: Optional[int],
+               config: OmniVoiceGenerationConfig, rng: np.random.Generator, progress: Optional[Progress],
+               cancel: Optional[CancelCheck]) -> Iterator[AudioChunk]:
+        """Generates pieces of ``item``'s text in its voice, yielding finished audio as each is decoded
+        (see OmniVoice.generate_stream); ``count``: the number of pieces, when known."""
+        finisher = PieceFinisher(self.sampling_rate, item.ref_rms, config.postprocess_output)
+        for index, (piece, tokens) in enumerate(self.piece_tokens(item, pieces, count, config, rng, progress,
+                                                                  cancel)):
+            audio = self._decode(tokens, cancel)
+            yield finisher.push(piece.text, audio, None if count is None else index == count - 1)
+        tail = finisher.close()
+        if tail is not None:
+            yield tail
+
+    def raw_pieces(self, item: GenerationItem, pieces: Iterable[Union[str, TextPiece]],
+                   config: OmniVoiceGenerationConfig, rng: np.random.Generator, progress: Optional[Progress],
+                   cancel: Optional[CancelCheck]) -> Iterator[AudioChunk]:
+        """Each piece's decode with the volume rule only (see OmniVoice.generate_pieces)."""
+        peak: Optional[float] = None
+        for index, (piece, tokens) in enumerate(self.piece_tokens(item, pieces, None, config, rng, progress,
+                                                                  cancel)):
+            audio = self._decode(tokens, cancel)
+            if peak is None:
+                peak = float(np.abs(audio).max(initial=0.0))
+            yield AudioChunk(apply_volume(audio, item.ref_rms, peak).astype(np.float32, copy=False), piece.text, index)
+
+    def piece_tokens(self, item: GenerationItem, pieces: Iterable[Union[str, TextPiece]], count: Optional[int],
+                     config: OmniVoiceGenerationConfig, rng: np.random.Generator, progress: Optional[Progress],
+                     cancel: Optional[CancelCheck]) -> Iterator[tuple[TextPiece, np.ndarray]]:
+        """One voice over pieces of text that come one by one (the streaming engine).
+
+        The voice is held as :meth:`_chunk_batches` holds it; ``count == 1`` means the piece is
+        ``item``'s whole text, generated exactly as ``item``.
+        """
+        prompt: Optional[tuple[np.ndarray, str]] = None
+        for index, piece in enumerate(pieces):
+            if not isinstance(piece, TextPiece):
+                piece = TextPiece(piece.strip())
+            if not piece.text.strip():
+                raise ValueError(f"text piece {index} is empty")
+            it = item if count == 1 else self.piece_item(item, piece.text, prompt, piece.duration)
+            (tokens,) = self.generate_tokens([it], config, rng, progress, cancel)
+            if index == 0 and item.ref_tokens is None:
+                prompt = (tokens, piece.text)
+            if progress is not None and count is not None:
+                progress("pieces", index + 1, count)
+            yield piece, tokens
+
+    def piece_item(self, item: GenerationItem, text: str, prompt: Optional[tuple[np.ndarray, str]],
+                   duration: Optional[float] = None) -> GenerationItem:
+        """``item``'s settings for one piece of its text: cloned from its reference when it has
+        one, else from ``prompt`` (the first piece's tokens and text; None for the first piece)."""
+        if item.ref_tokens is not None:
+            ref_tokens, ref_text = item.ref_tokens, item.ref_text
         else:
-            pieces = self._chunk_token_stream(item, config, rng, progress)
-        yield from self._stream_audio(pieces, item.ref_rms, config)
+            ref_tokens, ref_text = prompt or (None, None)
+        if duration is not None:
+            target_len = max(1, int(duration * self.frame_rate))
+        else:
+            n_ref = None if ref_tokens is None else ref_tokens.shape[1]
+            target_len = estimate_target_tokens(text, ref_text, n_ref, item.speed)
+        return GenerationItem(text=text, target_len=target_len, lang=item.lang, instruct=item.instruct,
+                              ref_text=ref_text, ref_tokens=ref_tokens, ref_rms=item.ref_rms, speed=item.speed)
 
     def generate_tokens(self, items: Sequence[GenerationItem], config: OmniVoiceGenerationConfig,
-                        rng: np.random.Generator, progress: Optional[Progress]) -> list[np.ndarray]:
-        """MaskGIT over a batch of items: one int32 ``[8, target_len]`` grid per item."""
+                        rng: np.random.Generator, progress: Optional[Progress],
+                        cancel: Optional[CancelCheck] = None) -> list[np.ndarray]:
+        """MaskGIT over a batch of items: one int32 ``[num_audio_codebook, target_len]`` grid per item;
+        ``cancel`` is checked before every step."""
         prompts = [
             build_prompt(self.text_tokenizer, it.text, it.target_len, ref_text=it.ref_text,
-                         ref_codes=it.ref_tokens, lang=it.lang, instruct=it.instruct, denoise=config.denoise)
+                         ref_codes=it.ref_tokens, lang=it.lang, instruct=it.instruct, denoise=config.denoise,
+                         num_codebooks=self.lm.num_audio_codebook, mask_id=self.lm.audio_mask_id)
             for it in items
         ]
         batch = pack_prompts(prompts, guided=config.guidance_scale != 0)
@@ -195,6 +241,7 @@ class Pipeline:
 
         def forward(input_ids: np.ndarray, audio_mask: np.ndarray) -> np.ndarray:
             nonlocal steps
+            check_cancel(cancel)
             if self.threads is not None and self.backend is not None:
                 self.backend.n_threads = self.threads.update()
             logits = session.forward(input_ids, audio_mask)
@@ -203,13 +250,18 @@ class Pipeline:
                 progress("steps", steps, config.num_step)
             return logits
 
-        tokens = maskgit_generate(forward, batch, config, rng)
+        try:
+            tokens = maskgit_generate(forward, batch, config, rng, mask_id=self.lm.audio_mask_id)
+        finally:
+            # The session holds the graph's buffers: free them now, not when a Cancelled's
+            # traceback (which keeps this frame) is dropped.
+            session = None
         if progress is not None and steps < config.num_step:
             progress("steps", config.num_step, config.num_step)  # steps with nothing to unmask are skipped
         return tokens
 
     def _chunk_batches(self, items: Sequence[GenerationItem], config: OmniVoiceGenerationConfig,
-                       rng: np.random.Generator, progress: Optional[Progress]
+                       rng: np.random.Generator, progress: Optional[Progress], cancel: Optional[CancelCheck]
                        ) -> Iterator[list[tuple[int, str, np.ndarray]]]:
         """Upstream's ``_generate_chunked``, as a generator of ``(item, chunk text, tokens)`` per batch.
 
@@ -226,21 +278,9 @@ class Pipeline:
         n_chunks = max(len(t) for t in texts)
         for ci in range(n_chunks):
             idx = [i for i in range(len(items)) if ci < len(texts[i])]
-            batch = []
-            for i in idx:
-                it = items[i]
-                if it.ref_tokens is not None:
-                    ref_tokens, ref_text = it.ref_tokens, it.ref_text
-                elif ci == 0:
-                    ref_tokens, ref_text = None, None
-                else:
-                    ref_tokens, ref_text = first[i], texts[i][0]
-                n_ref = None if ref_tokens is None else ref_tokens.shape[1]
-                batch.append(GenerationItem(text=texts[i][ci], lang=it.lang, instruct=it.instruct,
-                                            ref_text=ref_text, ref_tokens=ref_tokens, ref_rms=it.ref_rms,
-                                            speed=it.speed,
-                                            target_len=estimate_target_tokens(texts[i][ci], ref_text, n_ref, it.speed)))
-            tokens = self.generate_tokens(batch, config, rng, progress)
+            batch = [self.piece_item(items[i], texts[i][ci], (first[i], texts[i][0]) if i in first else None)
+                     for i in idx]
+            tokens = self.generate_tokens(batch, config, rng, progress, cancel)
             if ci == 0 and not all(with_ref):
                 first = dict(zip(idx, tokens))
             if progress is not None:
@@ -248,71 +288,28 @@ class Pipeline:
             yield [(i, texts[i][ci], t) for i, t in zip(idx, tokens)]
 
     def _generate_chunked(self, items: Sequence[GenerationItem], config: OmniVoiceGenerationConfig,
-                          rng: np.random.Generator, progress: Optional[Progress]) -> list[list[np.ndarray]]:
+                          rng: np.random.Generator, progress: Optional[Progress],
+                          cancel: Optional[CancelCheck]) -> list[list[np.ndarray]]:
         out: list[list[np.ndarray]] = [[] for _ in items]
-        for batch in self._chunk_batches(items, config, rng, progress):
+        for batch in self._chunk_batches(items, config, rng, progress, cancel):
             for i, _, tokens in batch:
                 out[i].append(tokens)
         return out
 
-    def _chunk_token_stream(self, item: GenerationItem, config: OmniVoiceGenerationConfig, rng: np.random.Generator,
-                            progress: Optional[Progress]) -> Iterator[tuple[str, np.ndarray]]:
-        for ((_, text, tokens),) in self._chunk_batches([item], config, rng, progress):
-            yield text, tokens
-
-    def _post_process_piece(self, audio: np.ndarray, ref_rms: Optional[float], postprocess: bool,
-                            first: bool, last: bool, peak: np.floating) -> np.ndarray:
-        """``post_process_audio`` for one streamed piece: edges trimmed, faded and padded only
-        where they are the signal's real start or end; ``peak`` stands in for the global peak."""
-        sr = self.sampling_rate
-        if postprocess:
-            keep_all = 10**9  # ms of edge silence to keep: trims nothing at an inner edge
-            audio = remove_silence(audio, sr, mid_sil=500, lead_sil=100 if first else keep_all,
-                                   trail_sil=100 if last else keep_all)
-        audio = apply_volume(audio, ref_rms, peak)
-        if not (first or last) or audio.size == 0:
-            return audio
-        if first and last:
-            return fade_and_pad_audio(audio, sample_rate=sr)
-        # Fading and padding a doubled copy and keeping one half gives exactly one edge's treatment.
-        both = fade_and_pad_audio(np.concatenate([audio, audio]), sample_rate=sr)
-        pad = (both.size - 2 * audio.size) // 2
-        return both[: pad + audio.size] if first else both[pad + audio.size:]
+    def _decode(self, tokens: np.ndarray, cancel: Optional[CancelCheck]) -> np.ndarray:
+        check_cancel(cancel)
+        return self.audio_tokenizer.decode(tokens)
 
     def _decode_and_post_process(self, tokens: list[np.ndarray], ref_rms: Optional[float],
-                                 config: OmniVoiceGenerationConfig) -> np.ndarray:
-        audios = [self.audio_tokenizer.decode(t) for t in tokens]
+                                 config: OmniVoiceGenerationConfig, cancel: Optional[CancelCheck] = None
+                                 ) -> np.ndarray:
+        audios = [self._decode(t, cancel) for t in tokens]
         audio = audios[0] if len(audios) == 1 else cross_fade_chunks(audios, self.sampling_rate)
         return post_process_audio(audio, self.sampling_rate, ref_rms, config.postprocess_output).astype(
             np.float32, copy=False)
 
-    def _stream_audio(self, pieces: Iterator[tuple[str, np.ndarray]], ref_rms: Optional[float],
-                      config: OmniVoiceGenerationConfig) -> Iterator[AudioChunk]:
-        """Decodes chunk tokens as they come and yields post-processed audio (see generate_stream)."""
-        sr = self.sampling_rate
-        pending: Optional[tuple[str, np.ndarray]] = None  # last chunk, held until we know if it is last
-        peak: Optional[np.floating] = None
-        index = 0
 
-        def emit(text: str, audio: np.ndarray, last: bool) -> AudioChunk:
-            nonlocal peak, index
-            if peak is None:
-                peak = np.abs(audio).max(initial=0.0)
-            out = self._post_process_piece(audio, ref_rms, config.postprocess_output, first=index == 0,
-                                           last=last, peak=peak)
-            chunk = AudioChunk(audio=out.astype(np.float32, copy=False), text=text, index=index)
-            index += 1
-            return chunk
-
-        for text, tokens in pieces:
-            audio = self.audio_tokenizer.decode(tokens)
-            if pending is not None:
-                prev_text, prev = pending
-                # cross_fade_chunks, one junction at a time: fade out, silence, fade in.
-                joined = cross_fade_chunks([prev, audio], sr)
-                head = joined[: joined.size - audio.size]
-                yield emit(prev_text, head, last=False)
-                audio = joined[joined.size - audio.size:]
-            pending = (text, audio)
-        if pending is not None:
-            yield emit(pending[0], pending[1], last=True)
+def check_cancel(cancel: Optional[CancelCheck]) -> None:
+    """Raises :class:`Cancelled` when ``cancel`` says so."""
+    if cancel is not None and cancel():
+        raise Cancelled("generation cancelled")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .chunking import HAN
 from .tokenizer import TextTokenizer
 
 __all__ = ["Prompt", "build_prompt", "combine_text"]
@@ -25,7 +26,7 @@ __all__ = ["Prompt", "build_prompt", "combine_text"]
 _LINE_BREAKS = re.compile(r"[\r\n]+")
 _SPACE_RUNS = re.compile(r"[ \t]+")
 # Whitespace after or before a CJK unified ideograph.
-_SPACE_BY_HAN = re.compile(r"(?<=[\u4e00-\u9fff])\s+|\s+(?=[\u4e00-\u9fff])")
+_SPACE_BY_HAN = re.compile(rf"(?<=[{HAN}])\s+|\s+(?=[{HAN}])")
 
 
 def combine_text(text: str, ref_text: str | None = None) -> str:
@@ -91,13 +92,13 @@ def build_prompt(
     lang: str | None = None,
     instruct: str | None = None,
     denoise: bool = True,
-    num_codebooks: int = 8,
-    mask_id: int = 1024,
+    num_codebooks: int,
+    mask_id: int,
 ) -> Prompt:
     """Builds the conditional input of one item.
 
     Args:
-        tokenizer: Text tokenizer of the LM.
+        tokenizer: Text tokenizer of the LM, with the prompt tokens' ids.
         text: Target text.
         num_target_tokens: Number of frames to generate.
         ref_text: Transcript of the reference audio (voice cloning).
@@ -106,8 +107,8 @@ def build_prompt(
         lang: Language id (e.g. ``"en"``), or ``None`` for language-agnostic.
         instruct: Voice-design instruction, already normalised, or ``None``.
         denoise: Prepend ``<|denoise|>`` when there is a reference.
-        num_codebooks: Number of codebook rows.
-        mask_id: Id of the mask token, one past the last audio code.
+        num_codebooks: Number of codebook rows (the LM's ``num_audio_codebook``).
+        mask_id: Id of the mask token, one past the last audio code (the LM's ``audio_mask_id``).
 
     Returns:
         The prompt; its last ``num_target_tokens`` columns are mask ids.
@@ -121,12 +122,13 @@ def build_prompt(
     if ref_codes is not None:
         ref_codes = _check_codes(ref_codes, num_codebooks, mask_id)
 
-    style = "<|denoise|>" if denoise and ref_codes is not None else ""
-    style += f"<|lang_start|>{lang or 'None'}<|lang_end|>"
-    style += f"<|instruct_start|>{instruct or 'None'}<|instruct_end|>"
-    text_ids = tokenizer.encode(style) + tokenizer.encode_with_nonverbal_tags(
-        f"<|text_start|>{combine_text(text, ref_text)}<|text_end|>"
-    )
+    tok = tokenizer.special_id
+    # Added tokens split the text before BPE, so each field encodes alone between its markers.
+    text_ids = [tok("denoise")] if denoise and ref_codes is not None else []
+    text_ids += [tok("lang_start"), *tokenizer.encode(lang or "None"), tok("lang_end")]
+    text_ids += [tok("instruct_start"), *tokenizer.encode(instruct or "None"), tok("instruct_end")]
+    text_ids += [tok("text_start"), *tokenizer.encode_with_nonverbal_tags(combine_text(text, ref_text)),
+                 tok("text_end")]
 
     n_ref = 0 if ref_codes is None else ref_codes.shape[1]
     n_text = len(text_ids)

@@ -14,10 +14,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import gguf
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers
 from tokenizers.models import BPE
 
-from .gguf_meta import read_metadata
+from ._core import ModelFormatError
 
 __all__ = ["NONVERBAL_TAGS", "TextTokenizer"]
 
@@ -41,6 +42,8 @@ _KEY_PRE = "tokenizer.ggml.pre"
 _KEY_TOKENS = "tokenizer.ggml.tokens"
 _KEY_TYPES = "tokenizer.ggml.token_type"
 _KEY_MERGES = "tokenizer.ggml.merges"
+# Ids of the prompt's added tokens (``<|lang_start|>`` ...), keyed by name (``lang_start``).
+_KEY_SPECIAL = "omnivoice.special."
 
 # Non-verbal tags the model was trained on (``[laughter]`` ...). Upstream tokenises each tag
 # on its own so its ids never depend on the neighbouring text.
@@ -70,12 +73,17 @@ class TextTokenizer:
         token_types: llama.cpp type of every id: 1 normal, 3 control (added, special),
             4 user-defined (added, not special), 5 unused (skipped).
         merges: BPE merges as ``"left right"`` strings, highest priority first.
+        special_ids: Ids of the prompt's added tokens by name (``denoise``, ``lang_start``,
+            ``lang_end``, ``instruct_start``, ``instruct_end``, ``text_start``, ``text_end``),
+            as the GGUF's ``omnivoice.special.*`` keys give them.
 
     Raises:
         ValueError: If the arrays disagree in length or hold an unknown token type.
     """
 
-    def __init__(self, tokens: Sequence[str], token_types: Sequence[int], merges: Sequence[str]) -> None:
+    def __init__(self, tokens: Sequence[str], token_types: Sequence[int], merges: Sequence[str],
+                 special_ids: Mapping[str, int] | None = None) -> None:
+        self.special_ids: dict[str, int] = dict(special_ids or {})
         if len(tokens) != len(token_types):
             raise ValueError(f"tokenizer has {len(tokens)} tokens but {len(token_types)} token types")
         vocab: dict[str, int] = {}
@@ -137,7 +145,8 @@ class TextTokenizer:
             raise ValueError(
                 f"unsupported tokenizer {_KEY_MODEL}={model!r} {_KEY_PRE}={pre!r}; expected 'gpt2' and 'qwen2'"
             )
-        return cls(metadata[_KEY_TOKENS], metadata[_KEY_TYPES], metadata[_KEY_MERGES])
+        special = {k[len(_KEY_SPECIAL):]: int(v) for k, v in metadata.items() if k.startswith(_KEY_SPECIAL)}
+        return cls(metadata[_KEY_TOKENS], metadata[_KEY_TYPES], metadata[_KEY_MERGES], special)
 
     @classmethod
     def from_gguf(cls, path: str | os.PathLike[str]) -> TextTokenizer:
@@ -145,9 +154,14 @@ class TextTokenizer:
 
         Raises:
             FileNotFoundError: If ``path`` does not exist.
-            ValueError: If the file is not a GGUF or lacks the tokenizer keys.
+            ModelFormatError: If the file is not a GGUF.
+            ValueError: If it lacks the tokenizer keys.
         """
-        return cls.from_metadata(read_metadata(path, (_KEY_MODEL, _KEY_PRE, _KEY_TOKENS, _KEY_TYPES, _KEY_MERGES)))
+        try:
+            fields = gguf.GGUFReader(path).fields
+        except ValueError as err:
+            raise ModelFormatError(f"{path} is not a GGUF file: {err}") from None
+        return cls.from_metadata({name: field.contents() for name, field in fields.items()})
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``; added tokens written in the text map to their ids."""
@@ -178,6 +192,16 @@ class TextTokenizer:
         if idx is None:
             raise ValueError(f"token {token!r} is not in the vocabulary")
         return idx
+
+    def special_id(self, name: str) -> int:
+        """Id of the prompt token ``name`` (``"lang_start"`` ...), from the GGUF.
+
+        Raises:
+            ValueError: If the tokenizer was built without that id.
+        """
+        if name not in self.special_ids:
+            raise ValueError(f"the LM GGUF lacks {_KEY_SPECIAL}{name}")
+        return self.special_ids[name]
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of token ids, added tokens included."""

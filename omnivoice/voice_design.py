@@ -17,17 +17,16 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Optional
 
+from .chunking import contains_chinese
+
 __all__ = [
     "INSTRUCT_CATEGORIES",
     "VALID_ITEMS_EN",
     "VALID_ITEMS_ZH",
     "InstructCategory",
-    "contains_chinese",
     "resolve_instruct",
 ]
 
-# CJK Unified Ideographs: what upstream takes as "this text is Chinese".
-_ZH_RE = re.compile(r"[\u4e00-\u9fff]")
 # Items are separated by half- or full-width commas with optional spaces around them.
 _SEPARATOR_RE = re.compile(r"\s*[,，]\s*")
 
@@ -52,11 +51,6 @@ class InstructCategory:
     def items(self) -> frozenset[str]:
         """Every spelling of every item of the category, English and Chinese."""
         return frozenset(self.en_to_zh) | frozenset(self.en_to_zh.values()) | self.english_only | self.chinese_only
-
-
-def contains_chinese(text: Optional[str]) -> bool:
-    """Return True if ``text`` contains a CJK ideograph (upstream's test for Chinese text)."""
-    return bool(text) and _ZH_RE.search(text) is not None
 
 
 def _load_categories() -> list[InstructCategory]:
@@ -110,7 +104,7 @@ def resolve_instruct(instruct: Optional[str], use_zh: bool = False) -> Optional[
     Chinese instruct, full-width in an English one) and stray leading or trailing
     commas are tolerated. A dialect forces Chinese output and an accent English;
     otherwise ``use_zh`` decides (upstream passes True when the text to speak
-    contains Chinese, see :func:`contains_chinese`).
+    contains Chinese, see :func:`omnivoice.chunking.contains_chinese`).
 
     Args:
         instruct: The raw instruct string, or ``None``.

@@ -11,9 +11,8 @@
 
 namespace ov {
 
-// `codes` as an integer array [n_codebooks, T >= 1] with ids in range, as contiguous int32,
-// row-major.
-std::vector<int32_t> codes_from_python(const Codec & codec, const pybind11::array & codes);
+// `codes`, a 2-D integer array, as contiguous int64 (row-major); the Codec checks its shape and ids.
+pybind11::array_t<int64_t, pybind11::array::c_style> codes_from_python(const pybind11::array & codes);
 
 // A 1-D real array of finite samples as contiguous float32; `what` names it in errors.
 pybind11::array_t<float, pybind11::array::c_style> wave_from_python(const pybind11::array & wave, const char * what);

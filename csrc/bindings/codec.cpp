@@ -26,20 +26,19 @@ void bind_codec(py::module_ & m) {
                                [](const ov::Codec & c) { return c.hparams().semantic_sample_rate; })
         .def_property_readonly("hop_length", [](const ov::Codec & c) { return c.hparams().hop_length; })
         .def_property_readonly("frame_rate", [](const ov::Codec & c) { return c.hparams().frame_rate; })
-        .def_property_readonly("n_codebooks", [](const ov::Codec & c) { return c.hparams().n_quantizers; })
-        .def_property_readonly("codebook_size", [](const ov::Codec & c) { return c.hparams().codebook_size; })
+        .def_property_readonly("n_codebooks", [](const ov::Codec & c) { return c.hparams().rvq.n_quantizers; })
+        .def_property_readonly("codebook_size", [](const ov::Codec & c) { return c.hparams().rvq.codebook_size; })
         .def_property_readonly("has_encoder", [](const ov::Codec & c) { return c.hparams().has_encoder; })
         .def_property("fused_snake", &ov::Codec::fused_snake, &ov::Codec::set_fused_snake,
                       "Use the fused Snake op (default), or the composed form of stock ggml ops.")
         .def(
             "decode",
             [](ov::Codec & c, const py::array & codes) {
-                std::vector<int32_t> ids = ov::codes_from_python(c, codes);
-                const int64_t n_frames = codes.shape(1);
+                auto ids = ov::codes_from_python(codes);
                 ov::DecodeResult r;
                 {
                     py::gil_scoped_release release;
-                    r = c.decode(ids.data(), codes.shape(0), n_frames);
+                    r = c.decode(ids.data(), ids.shape(0), ids.shape(1));
                 }
                 const int64_t n = (int64_t) r.audio.size();
                 return ov::to_numpy(std::move(r.audio), {n});

@@ -97,9 +97,16 @@ PYBIND11_MODULE(_core, m) {
     ggml_log_set(ggml_log_quiet, nullptr);
 
     static py::exception<ov::ModelFormatError> model_format_error(m, "ModelFormatError", PyExc_ValueError);
+    // Held for the life of the process, as pybind11's own exception types are.
+    const py::tuple bases = py::make_tuple(py::handle(PyExc_FileNotFoundError), model_format_error);
+    static py::handle file_not_found =
+        PyErr_NewException("omnivoice._core.ModelFileNotFoundError", bases.ptr(), nullptr);
+    m.attr("ModelFileNotFoundError") = file_not_found;
     py::register_exception_translator([](std::exception_ptr p) {
         try {
             if (p) std::rethrow_exception(p);
+        } catch (const ov::ModelFileNotFound & e) {
+            py::set_error(file_not_found, e.what());
         } catch (const ov::ModelFormatError & e) {
             py::set_error(model_format_error, e.what());
         }

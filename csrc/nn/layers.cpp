@@ -161,11 +161,12 @@ int64_t conv1d_out_len(int64_t n, int kernel, int stride, int padding, int dilat
 
 void Conv1d::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_ch,
                   int64_t out_ch_, int kernel_, int stride_, int padding_, int dilation_, bool has_bias) {
-    ggml_tensor * w = file.tensor(prefix + ".weight", {kernel_, in_ch, out_ch_}, {GGML_TYPE_F32, GGML_TYPE_F16});
+    ggml_tensor * w =
+        file.tensor(join_name(prefix, "weight"), {kernel_, in_ch, out_ch_}, {GGML_TYPE_F32, GGML_TYPE_F16});
     direct = use_direct(w, out_ch_);
     // With one tap the file layout already is the mul_mat one.
     weight = kernel_ == 1 && !direct ? w : derived.conv_weight(w, direct);
-    bias = has_bias ? file.tensor(prefix + ".bias", {out_ch_}, {GGML_TYPE_F32}) : nullptr;
+    bias = has_bias ? file.tensor(join_name(prefix, "bias"), {out_ch_}, {GGML_TYPE_F32}) : nullptr;
     out_ch = out_ch_;
     kernel = kernel_;
     stride = stride_;
@@ -188,10 +189,11 @@ ggml_tensor * Conv1d::forward(ggml_context * ctx, ggml_tensor * x, ggml_tensor *
 void ConvTranspose1d::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_ch,
                            int64_t out_ch_, int kernel_, int stride_, int padding_, int output_padding_,
                            bool has_bias) {
-    ggml_tensor * w = file.tensor(prefix + ".weight", {kernel_, out_ch_, in_ch}, {GGML_TYPE_F32, GGML_TYPE_F16});
+    ggml_tensor * w =
+        file.tensor(join_name(prefix, "weight"), {kernel_, out_ch_, in_ch}, {GGML_TYPE_F32, GGML_TYPE_F16});
     direct = use_direct(w, kernel_ * out_ch_);
     weight = derived.conv_transpose_weight(w, direct);
-    bias = has_bias ? file.tensor(prefix + ".bias", {out_ch_}, {GGML_TYPE_F32}) : nullptr;
+    bias = has_bias ? file.tensor(join_name(prefix, "bias"), {out_ch_}, {GGML_TYPE_F32}) : nullptr;
     out_ch = out_ch_;
     kernel = kernel_;
     stride = stride_;
@@ -209,7 +211,7 @@ ggml_tensor * ConvTranspose1d::forward(ggml_context * ctx, ggml_tensor * x) cons
 }
 
 void Snake1d::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t channels) {
-    alpha = file.tensor(prefix + ".alpha", {1, channels}, {GGML_TYPE_F32});
+    alpha = file.tensor(join_name(prefix, "alpha"), {1, channels}, {GGML_TYPE_F32});
     inv_alpha = derived.snake_inv_alpha(alpha);
 }
 
@@ -219,16 +221,16 @@ ggml_tensor * Snake1d::forward(ggml_context * ctx, ggml_tensor * x, const GraphO
 
 void Linear::load(GGUFFile & file, const std::string & prefix, int64_t in_features, int64_t out_features,
                   bool has_bias) {
-    weight = file.tensor(prefix + ".weight", {in_features, out_features}, {GGML_TYPE_F32, GGML_TYPE_F16});
-    bias = has_bias ? file.tensor(prefix + ".bias", {out_features}, {GGML_TYPE_F32}) : nullptr;
+    weight = file.tensor(join_name(prefix, "weight"), {in_features, out_features}, {GGML_TYPE_F32, GGML_TYPE_F16});
+    bias = has_bias ? file.tensor(join_name(prefix, "bias"), {out_features}, {GGML_TYPE_F32}) : nullptr;
 }
 
 void Linear::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_features,
                   int64_t out_features, bool has_bias, const std::vector<ggml_type> & types, bool allow_direct) {
-    ggml_tensor * w = file.tensor(prefix + ".weight", {in_features, out_features}, types);
+    ggml_tensor * w = file.tensor(join_name(prefix, "weight"), {in_features, out_features}, types);
     direct = allow_direct && use_direct(w, out_features);
     weight = direct ? derived.linear_weight(w) : w;
-    bias = has_bias ? file.tensor(prefix + ".bias", {out_features}, {GGML_TYPE_F32}) : nullptr;
+    bias = has_bias ? file.tensor(join_name(prefix, "bias"), {out_features}, {GGML_TYPE_F32}) : nullptr;
 }
 
 ggml_tensor * Linear::forward(ggml_context * ctx, ggml_tensor * x) const {
@@ -239,8 +241,8 @@ ggml_tensor * Linear::forward(ggml_context * ctx, ggml_tensor * x) const {
 }
 
 void LayerNorm::load(GGUFFile & file, const std::string & prefix, int64_t n, float eps_) {
-    weight = file.tensor(prefix + ".weight", {n}, {GGML_TYPE_F32});
-    bias = file.tensor(prefix + ".bias", {n}, {GGML_TYPE_F32});
+    weight = file.tensor(join_name(prefix, "weight"), {n}, {GGML_TYPE_F32});
+    bias = file.tensor(join_name(prefix, "bias"), {n}, {GGML_TYPE_F32});
     eps = eps_;
 }
 

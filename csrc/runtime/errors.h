@@ -1,6 +1,7 @@
 #pragma once
 // Exceptions thrown by the core. The bindings map them to Python exception types
-// (ModelFormatError -> omnivoice.ModelFormatError, a ValueError; InvalidInput -> ValueError).
+// (ModelFormatError -> omnivoice.ModelFormatError, a ValueError; ModelFileNotFound ->
+// ModelFileNotFoundError, both a FileNotFoundError and a ModelFormatError; InvalidInput -> ValueError).
 #include <stdexcept>
 #include <string>
 
@@ -9,6 +10,12 @@ namespace ov {
 // A GGUF file that cannot be used: truncated, wrong arch, missing or misshaped tensor.
 struct ModelFormatError : std::runtime_error {
     using std::runtime_error::runtime_error;
+};
+
+// A model file that does not exist: in Python a FileNotFoundError, as a missing file is
+// everywhere in the package.
+struct ModelFileNotFound : ModelFormatError {
+    using ModelFormatError::ModelFormatError;
 };
 
 // Arguments from the caller that the model cannot run on (bad shapes, out-of-range ids).

@@ -57,7 +57,7 @@ GGUFFile::GGUFFile(const std::string & path, const std::string & expected_arch, 
     : path_(path) {
     struct stat st {};
     if (stat(path.c_str(), &st) != 0) {
-        throw ModelFormatError(path + ": no such file");
+        throw ModelFileNotFound(path + ": no such file");
     }
     if (!S_ISREG(st.st_mode)) {
         throw ModelFormatError(path + ": not a regular file");
@@ -159,10 +159,6 @@ GGUFFile::~GGUFFile() {
 
 size_t GGUFFile::n_tensors() const { return (size_t) gguf_get_n_tensors(meta_); }
 
-bool GGUFFile::has_tensor(const std::string & name) const {
-    return ggml_get_tensor(ctx_, name.c_str()) != nullptr;
-}
-
 ggml_tensor * GGUFFile::tensor(const std::string & name, const std::vector<int64_t> & ne,
                                const std::vector<ggml_type> & types) {
     ggml_tensor * t = ggml_get_tensor(ctx_, name.c_str());
@@ -191,8 +187,6 @@ void GGUFFile::check_all_consumed() const {
         if (!consumed_.count(name)) fail(std::string("unexpected tensor ") + name);
     }
 }
-
-bool GGUFFile::has_key(const std::string & key) const { return gguf_find_key(meta_, key.c_str()) >= 0; }
 
 int64_t GGUFFile::key_id(const std::string & key, gguf_type type) const {
     const int64_t id = gguf_find_key(meta_, key.c_str());
@@ -224,10 +218,6 @@ uint32_t GGUFFile::get_u32_in(const std::string & key, uint32_t lo, uint32_t hi)
              std::to_string(hi) + "]");
     }
     return v;
-}
-
-int32_t GGUFFile::get_i32(const std::string & key) const {
-    return gguf_get_val_i32(meta_, key_id(key, GGUF_TYPE_INT32));
 }
 
 float GGUFFile::get_f32(const std::string & key) const {
@@ -265,14 +255,6 @@ std::vector<float> GGUFFile::get_f32_array(const std::string & key) const {
     if (gguf_get_arr_type(meta_, id) != GGUF_TYPE_FLOAT32) fail("metadata key " + key + " is not a float32 array");
     const float * data = (const float *) gguf_get_arr_data(meta_, id);
     return std::vector<float>(data, data + gguf_get_arr_n(meta_, id));
-}
-
-std::vector<std::string> GGUFFile::get_str_array(const std::string & key) const {
-    const int64_t id = key_id(key, GGUF_TYPE_ARRAY);
-    if (gguf_get_arr_type(meta_, id) != GGUF_TYPE_STRING) fail("metadata key " + key + " is not a string array");
-    std::vector<std::string> out(gguf_get_arr_n(meta_, id));
-    for (size_t i = 0; i < out.size(); ++i) out[i] = gguf_get_arr_str(meta_, id, i);
-    return out;
 }
 
 }  // namespace ov

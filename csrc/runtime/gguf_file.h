@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ggml.h"
@@ -36,28 +37,23 @@ public:
     // The same with a shape known only at run time.
     ggml_tensor * tensor(const std::string & name, const std::vector<int64_t> & ne,
                          const std::vector<ggml_type> & types);
-    bool has_tensor(const std::string & name) const;
     // Throws if some tensor of the file was never requested through tensor().
     void check_all_consumed() const;
 
-    bool has_key(const std::string & key) const;
     uint32_t get_u32(const std::string & key) const;
     // A u32 that counts parts each with tensors of their own (layers, quantizers, blocks): at
     // most the file's tensor count, so a corrupt count fails here, before it sizes anything.
     uint32_t get_count(const std::string & key) const;
     // A u32 in [lo, hi] (rates and sizes that no tensor checks); throws naming key and range.
     uint32_t get_u32_in(const std::string & key, uint32_t lo, uint32_t hi) const;
-    int32_t get_i32(const std::string & key) const;
     float get_f32(const std::string & key) const;
     bool get_bool(const std::string & key) const;
     std::string get_str(const std::string & key) const;
     std::vector<int64_t> get_int_array(const std::string & key) const;
     std::vector<float> get_f32_array(const std::string & key) const;
-    std::vector<std::string> get_str_array(const std::string & key) const;
 
     gguf_context * meta() const { return meta_; }
     size_t n_tensors() const;
-    size_t n_bytes() const { return data_size_; }
 
 private:
     int64_t key_id(const std::string & key, gguf_type type) const;
@@ -73,6 +69,24 @@ private:
     size_t data_size_ = 0;
     std::set<std::string> consumed_;
 };
+
+// A tensor name or metadata key: `prefix` and `parts` joined by dots, numbers written out, an empty
+// prefix adding nothing; e.g. join_name("acoustic_decoder", "block", 2) is
+// "acoustic_decoder.block.2". Prefixes are passed without a trailing dot and every name is built
+// here, so that no component joins them its own way.
+template <typename... Parts>
+std::string join_name(std::string prefix, const Parts &... parts) {
+    const auto add = [&prefix](const auto & part) {
+        if (!prefix.empty()) prefix += '.';
+        if constexpr (std::is_arithmetic_v<std::decay_t<decltype(part)>>) {
+            prefix += std::to_string(part);
+        } else {
+            prefix += part;
+        }
+    };
+    (add(parts), ...);
+    return prefix;
+}
 
 // Text of a ggml shape, e.g. "[64, 1024]".
 std::string shape_str(const int64_t * ne, int n_dims);

@@ -9,7 +9,7 @@ Calls the UPSTREAM functions (``omnivoice==0.2.1``) on fixed inputs and writes
   speeds, and the duration/speed override of ``_preprocess_all``;
 - MaskGIT: time steps, unmask counts per step, ``_predict_tokens_with_scoring`` and
   ``_filter_top_k`` on fixed logits, and whole greedy ``_generate_iterative`` runs driven
-  by the deterministic fake LM of ``tests/fake_lm.py``;
+  by the deterministic fake LM of ``tests/unit/fake_lm.py``;
 - greedy generation with the tiny checkpoint's real LM (``_preprocess_all`` then
   ``_generate_iterative``, upstream's default SDPA attention), checked to give the same
   tokens in float64 so that no float32 rounding tie decides them.
@@ -42,8 +42,8 @@ from omnivoice.models.omnivoice import (
 from omnivoice.utils.duration import RuleDurationEstimator
 from transformers import AutoTokenizer
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import fake_lm  # noqa: E402  (tests/fake_lm.py, shared with the tests)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+import fake_lm  # noqa: E402  (tests/unit/fake_lm.py, shared with the tests)
 
 logger = logging.getLogger("dump_python_fixtures")
 
@@ -306,7 +306,7 @@ class CountingLM:
 
 
 class FakeLM:
-    """``tests/fake_lm.py`` behind upstream's padded-batch model call."""
+    """``tests/unit/fake_lm.py`` behind upstream's padded-batch model call."""
 
     def __call__(self, input_ids, audio_mask, attention_mask):
         ids, mask, attn = input_ids.numpy(), audio_mask.numpy(), attention_mask.numpy()

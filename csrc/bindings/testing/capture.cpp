@@ -25,11 +25,11 @@ void add_captured(py::dict & out, std::map<std::string, std::vector<float>> & ca
 }
 
 py::dict decode_capture(Codec & c, const py::array & codes, const std::vector<std::string> & names) {
-    std::vector<int32_t> ids = codes_from_python(c, codes);
+    auto ids = codes_from_python(codes);
     DecodeResult r;
     {
         py::gil_scoped_release release;
-        r = c.decode(ids.data(), codes.shape(0), codes.shape(1), names);
+        r = c.decode(ids.data(), ids.shape(0), ids.shape(1), names);
     }
     py::dict out;
     const int64_t n = (int64_t) r.audio.size();

@@ -45,37 +45,18 @@ static void read_captures(const std::vector<ggml_tensor *> & captured, std::map<
 constexpr uint32_t kMinRate = 1000;
 constexpr uint32_t kMaxRate = 384000;
 
-CodecHParams CodecHParams::from_gguf(const GGUFFile & f) {
+CodecHParams CodecHParams::load(const GGUFFile & file) {
     CodecHParams hp;
-    hp.sample_rate = (int) f.get_u32_in("omnivoice.sample_rate", kMinRate, kMaxRate);
-    hp.hop_length = (int) f.get_u32_in("omnivoice.acoustic.hop_length", 1, hp.sample_rate);
-    hp.n_quantizers = (int) f.get_count("omnivoice.n_quantizers");
-    hp.codebook_size = f.get_u32("omnivoice.codebook_size");
-    hp.codebook_dim = f.get_u32("omnivoice.codebook_dim");
-    hp.acoustic_hidden = f.get_u32("omnivoice.acoustic.hidden_size");
-    hp.semantic_hidden = f.get_u32("omnivoice.semantic.hidden_size");
-    hp.rvq_hidden = hp.acoustic_hidden + hp.semantic_hidden;
-    hp.decoder_channels = f.get_u32("omnivoice.acoustic.decoder_hidden_size");
-    for (int64_t r : f.get_int_array("omnivoice.acoustic.upsampling_ratios")) hp.upsampling_ratios.push_back((int) r);
-    hp.has_encoder = f.get_bool("omnivoice.has_encoder");
+    hp.sample_rate = (int) file.get_u32_in("omnivoice.sample_rate", kMinRate, kMaxRate);
+    hp.hop_length = (int) file.get_u32_in("omnivoice.acoustic.hop_length", 1, hp.sample_rate);
+    hp.has_encoder = file.get_bool("omnivoice.has_encoder");
     // HuBERT's input rate: encode resamples to it, so an encoder file must state it.
-    if (hp.has_encoder) hp.semantic_sample_rate = (int) f.get_u32_in("omnivoice.semantic_sample_rate", kMinRate, kMaxRate);
-
-    auto bad = [&](const std::string & what) { throw ModelFormatError(f.path() + ": " + what); };
-    if (hp.sample_rate <= 0 || hp.hop_length <= 0 || hp.n_quantizers <= 0 || hp.codebook_size <= 0 ||
-        hp.codebook_dim <= 0 || hp.acoustic_hidden <= 0 || hp.decoder_channels <= 0) {
-        bad("codec hyperparameters must be positive");
-    }
-    int64_t prod = 1;
-    for (int r : hp.upsampling_ratios) {
-        if (r <= 0) bad("omnivoice.acoustic.upsampling_ratios must be positive");
-        prod *= r;
-    }
-    if (hp.upsampling_ratios.empty() || prod != hp.hop_length) {
-        bad("the product of omnivoice.acoustic.upsampling_ratios (" + std::to_string(prod) +
-            ") differs from omnivoice.acoustic.hop_length (" + std::to_string(hp.hop_length) + ")");
+    if (hp.has_encoder) {
+        hp.semantic_sample_rate = (int) file.get_u32_in("omnivoice.semantic_sample_rate", kMinRate, kMaxRate);
     }
     hp.frame_rate = (hp.sample_rate + hp.hop_length - 1) / hp.hop_length;
+    hp.rvq = RvqHParams::load(file);
+    hp.decoder = DacDecoderHParams::load(file);
     return hp;
 }
 
@@ -84,19 +65,15 @@ Codec::Codec(const std::string & path, BackendPtr backend) : backend_(std::move(
     // backend the codec runs on a CPU backend of its own, with as many threads.
     if (!backend_->is_cpu()) backend_ = std::make_shared<Backend>(backend_->n_threads(), /*cpu_only =*/true);
     file_ = std::make_unique<GGUFFile>(path, kArch, *backend_);
-    hp_ = CodecHParams::from_gguf(*file_);
+    hp_ = CodecHParams::load(*file_);
     derived_ = std::make_unique<DerivedWeights>(kMaxDerivedTensors);
 
-    quantizer_.load_decode(*file_, "quantizer", hp_.n_quantizers, hp_.codebook_size, hp_.codebook_dim,
-                           hp_.rvq_hidden);
-    fc2_.load(*file_, "fc2", hp_.rvq_hidden, hp_.acoustic_hidden);
-    acoustic_decoder_.load(*file_, *derived_, "acoustic_decoder",
-                           {hp_.acoustic_hidden, hp_.decoder_channels, hp_.upsampling_ratios});
-
+    quantizer_.load(*file_, *derived_, "quantizer", hp_.rvq);
+    fc2_.load(*file_, "fc2", hp_.rvq.hidden, hp_.decoder.in_channels);
+    acoustic_decoder_.load(*file_, *derived_, "acoustic_decoder", hp_.decoder);
     if (hp_.has_encoder) {
         encoder_ = std::make_unique<CodecEncoder>();
-        encoder_->load(*file_, *derived_, hp_.rvq_hidden);
-        quantizer_.load_encode(*file_, *derived_, "quantizer", hp_.rvq_hidden);
+        encoder_->load(*file_, *derived_, "", CodecEncoderHParams::load(*file_));
     }
     file_->check_all_consumed();
 
@@ -108,24 +85,24 @@ Codec::~Codec() {
     if (galloc_) ggml_gallocr_free(galloc_);
 }
 
-void Codec::check_codes(const int32_t * codes, int64_t n_q, int64_t n_frames) const {
-    if (n_q != hp_.n_quantizers) {
-        throw InvalidInput("codes must have " + std::to_string(hp_.n_quantizers) + " rows (one per codebook), got " +
-                           std::to_string(n_q));
+void Codec::check_codes(const int64_t * codes, int64_t n_q, int64_t n_frames) const {
+    if (n_q != hp_.rvq.n_quantizers || n_frames < 1) {
+        throw InvalidInput("codes must have shape [" + std::to_string(hp_.rvq.n_quantizers) +
+                           ", T] with T >= 1, got [" + std::to_string(n_q) + ", " + std::to_string(n_frames) + "]");
     }
-    if (n_frames < 1) throw InvalidInput("codes must hold at least one frame");
     for (int64_t i = 0; i < n_q * n_frames; ++i) {
-        if (codes[i] < 0 || codes[i] >= hp_.codebook_size) {
+        if (codes[i] < 0 || codes[i] >= hp_.rvq.codebook_size) {
             throw InvalidInput("code " + std::to_string(codes[i]) + " at codebook " + std::to_string(i / n_frames) +
                                ", frame " + std::to_string(i % n_frames) + " is outside [0, " +
-                               std::to_string(hp_.codebook_size) + ")");
+                               std::to_string(hp_.rvq.codebook_size) + ")");
         }
     }
 }
 
-DecodeResult Codec::decode(const int32_t * codes, int64_t n_q, int64_t n_frames,
+DecodeResult Codec::decode(const int64_t * codes, int64_t n_q, int64_t n_frames,
                            const std::vector<std::string> & capture) {
     check_codes(codes, n_q, n_frames);
+    const std::vector<int32_t> ids(codes, codes + n_q * n_frames);  // in range, so exact
     std::lock_guard<std::mutex> lock(mutex_);
 
     const size_t meta_size = ggml_tensor_overhead() * GGML_DEFAULT_GRAPH_SIZE + ggml_graph_overhead();
@@ -139,7 +116,7 @@ DecodeResult Codec::decode(const int32_t * codes, int64_t n_q, int64_t n_frames,
     ggml_set_name(codes_in, "codes");
     ggml_set_input(codes_in);
     // quantized: [rvq_hidden, T]
-    ggml_tensor * quantized = quantizer_.decode(ctx.get(), codes_in);
+    ggml_tensor * quantized = quantizer_.decode(ctx.get(), codes_in, opt_);
     // acoustic: [acoustic_hidden, T]
     ggml_tensor * acoustic = fc2_.forward(ctx.get(), quantized);
     ggml_set_name(acoustic, "fc2.out");
@@ -153,7 +130,7 @@ DecodeResult Codec::decode(const int32_t * codes, int64_t n_q, int64_t n_frames,
     if (!ggml_gallocr_alloc_graph(galloc_, graph)) {
         throw std::runtime_error("cannot allocate the decode graph (" + std::to_string(n_frames) + " frames)");
     }
-    ggml_backend_tensor_set(codes_in, codes, 0, ggml_nbytes(codes_in));
+    ggml_backend_tensor_set(codes_in, ids.data(), 0, ggml_nbytes(codes_in));
     backend_->compute(graph);
 
     DecodeResult out;
@@ -185,8 +162,8 @@ EncodeResult Codec::encode(const float * wave, int64_t n_samples, const float * 
     ggml_set_name(wave16_in, "wave16");
     ggml_set_input(wave16_in);
     // latent: [rvq_hidden, T]; codes: [T, n_q]
-    ggml_tensor * latent = encoder_->build(ctx.get(), plan, wave_in, wave16_in, opt_);
-    ggml_tensor * codes = quantizer_.encode(ctx.get(), latent);
+    ggml_tensor * latent = encoder_->forward(ctx.get(), wave_in, wave16_in, plan, opt_);
+    ggml_tensor * codes = quantizer_.encode(ctx.get(), latent, opt_);
     ggml_set_output(codes);
 
     ggml_cgraph * graph = ggml_new_graph_custom(ctx.get(), kEncodeGraphSize, false);

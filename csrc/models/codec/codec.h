@@ -19,21 +19,15 @@
 namespace ov {
 
 struct CodecHParams {
-    int sample_rate = 0;           // 24000
+    int sample_rate = 0;        // 24000
     int semantic_sample_rate = 0;  // 16000, HuBERT's input (0 without the encoder)
-    int hop_length = 0;            // 960 audio samples per frame
-    int frame_rate = 0;            // ceil(sample_rate / hop_length) = 25
-    int n_quantizers = 0;          // 8
-    int64_t codebook_size = 0;     // 1024
-    int64_t codebook_dim = 0;      // 64
-    int64_t acoustic_hidden = 0;   // 256: fc2's output, the DAC decoder's input
-    int64_t semantic_hidden = 0;   // 768: HuBERT width
-    int64_t rvq_hidden = 0;        // acoustic + semantic = 1024: the quantizers' space
-    int64_t decoder_channels = 0;  // 1024
-    std::vector<int> upsampling_ratios;
-    bool has_encoder = false;
+    int hop_length = 0;         // 960 audio samples per frame
+    int frame_rate = 0;         // ceil(sample_rate / hop_length) = 25
+    bool has_encoder = false;   // the encode half is stored (omnivoice.has_encoder)
+    RvqHParams rvq;             // codebooks: their count, size and the quantizers' width
+    DacDecoderHParams decoder;  // in_channels: fc2's output (256)
 
-    static CodecHParams from_gguf(const GGUFFile & file);
+    static CodecHParams load(const GGUFFile & file);
 };
 
 // Output of one decode: the audio, plus any intermediates asked for by name.
@@ -69,7 +63,7 @@ public:
 
     // codes: n_q rows of T ids (row-major [n_q, T]) -> T * hop_length samples. `capture` names
     // graph intermediates (e.g. "rvq.sum", "fc2.out", "dec.blk2.res1.out") to copy out as well.
-    DecodeResult decode(const int32_t * codes, int64_t n_q, int64_t n_frames,
+    DecodeResult decode(const int64_t * codes, int64_t n_q, int64_t n_frames,
                         const std::vector<std::string> & capture = {});
 
     // HiggsAudioV2TokenizerModel.encode of one mono signal given at both rates: `wave` at
@@ -80,8 +74,9 @@ public:
                         const std::vector<std::string> & capture = {});
 
 private:
-    // Throws InvalidInput unless codes is [n_quantizers, T >= 1] with ids in [0, codebook_size).
-    void check_codes(const int32_t * codes, int64_t n_q, int64_t n_frames) const;
+    // Throws InvalidInput unless codes is [n_quantizers, T >= 1] with ids in [0, codebook_size):
+    // the one check of codes, whoever calls.
+    void check_codes(const int64_t * codes, int64_t n_q, int64_t n_frames) const;
 
     BackendPtr backend_;
     std::unique_ptr<GGUFFile> file_;
@@ -90,7 +85,7 @@ private:
     GraphOptions opt_;
 
     ResidualVectorQuantizer quantizer_;
-    Linear fc2_;  // rvq_hidden -> acoustic_hidden
+    Linear fc2_;  // rvq.hidden -> decoder.in_channels
     DacDecoder acoustic_decoder_;
     std::unique_ptr<CodecEncoder> encoder_;  // null without omnivoice.has_encoder
 

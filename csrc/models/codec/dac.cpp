@@ -7,11 +7,11 @@ constexpr int kResidualKernel = 7;
 
 void DacResidualUnit::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t channels,
                            int dilation) {
-    snake1.load(file, derived, prefix + ".snake1", channels);
-    conv1.load(file, derived, prefix + ".conv1", channels, channels, kResidualKernel, 1,
+    snake1.load(file, derived, join_name(prefix, "snake1"), channels);
+    conv1.load(file, derived, join_name(prefix, "conv1"), channels, channels, kResidualKernel, 1,
                (kResidualKernel - 1) / 2 * dilation, dilation);
-    snake2.load(file, derived, prefix + ".snake2", channels);
-    conv2.load(file, derived, prefix + ".conv2", channels, channels, 1, 1, 0, 1);
+    snake2.load(file, derived, join_name(prefix, "snake2"), channels);
+    conv2.load(file, derived, join_name(prefix, "conv2"), channels, channels, 1, 1, 0, 1);
 }
 
 ggml_tensor * DacResidualUnit::forward(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt) const {

@@ -14,7 +14,9 @@ namespace ov {
 struct DacDecoderHParams {
     int64_t in_channels = 0;        // acoustic hidden_size (256)
     int64_t channels = 0;           // decoder_hidden_size (1024), halved by every block
-    std::vector<int> strides;       // upsampling_ratios ([8, 5, 4, 2, 3])
+    std::vector<int> strides;       // upsampling_ratios ([8, 5, 4, 2, 3]), their product hop_length
+
+    static DacDecoderHParams load(const GGUFFile & file);
 };
 
 // DacDecoderBlock(stride): Snake + ConvTranspose1d (upsample by stride) + 3 residual units

@@ -35,25 +35,27 @@ int64_t DacEncoderHParams::n_frames(int64_t n_samples) const {
     return conv1d_out_len(n, kOutputKernel, 1, kOutputKernel / 2, 1);
 }
 
-void DacEncoder::load(GGUFFile & file, DerivedWeights & derived, const DacEncoderHParams & hp,
-                      const std::string & prefix) {
+void DacEncoder::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix,
+                      const DacEncoderHParams & hparams) {
+    hp = hparams;
     int64_t ch = hp.encoder_hidden_size;
-    conv1.load(file, derived, prefix + "conv1", 1, ch, kInputKernel, 1, kInputKernel / 2, 1);
+    conv1.load(file, derived, join_name(prefix, "conv1"), 1, ch, kInputKernel, 1, kInputKernel / 2, 1);
     for (size_t i = 0; i < hp.ratios.size(); ++i) {
-        const std::string p = prefix + "block." + std::to_string(i) + ".";
+        const std::string p = join_name(prefix, "block", i);
         const int r = hp.ratios[i];
         DacEncoderBlock b;
         b.res_units.resize(std::size(kDilations));
         for (size_t ir = 0; ir < b.res_units.size(); ++ir) {
-            b.res_units[ir].load(file, derived, p + "res_unit" + std::to_string(ir + 1), ch, kDilations[ir]);
+            b.res_units[ir].load(file, derived, join_name(p, "res_unit" + std::to_string(ir + 1)), ch,
+                                 kDilations[ir]);
         }
-        b.snake1.load(file, derived, p + "snake1", ch);
-        b.conv1.load(file, derived, p + "conv1", ch, 2 * ch, 2 * r, r, (r + 1) / 2, 1);
+        b.snake1.load(file, derived, join_name(p, "snake1"), ch);
+        b.conv1.load(file, derived, join_name(p, "conv1"), ch, 2 * ch, 2 * r, r, (r + 1) / 2, 1);
         block.push_back(b);
         ch *= 2;
     }
-    snake1.load(file, derived, prefix + "snake1", ch);
-    conv2.load(file, derived, prefix + "conv2", ch, hp.hidden_size, kOutputKernel, 1, kOutputKernel / 2, 1);
+    snake1.load(file, derived, join_name(prefix, "snake1"), ch);
+    conv2.load(file, derived, join_name(prefix, "conv2"), ch, hp.hidden_size, kOutputKernel, 1, kOutputKernel / 2, 1);
 }
 
 ggml_tensor * DacEncoder::forward(ggml_context * ctx, ggml_tensor * wave, const GraphOptions & opt) const {

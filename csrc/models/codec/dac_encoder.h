@@ -31,13 +31,14 @@ struct DacEncoderBlock {
 
 // DacEncoder
 struct DacEncoder {
+    DacEncoderHParams hp;
     Conv1d conv1;
     std::vector<DacEncoderBlock> block;
     Snake1d snake1;
     Conv1d conv2;
 
     // Registers the Snake reciprocals with `derived`; the caller materializes it.
-    void load(GGUFFile & file, DerivedWeights & derived, const DacEncoderHParams & hp, const std::string & prefix);
+    void load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, const DacEncoderHParams & hp);
     // wave: [n_samples] -> [hidden_size, T]
     ggml_tensor * forward(ggml_context * ctx, ggml_tensor * wave, const GraphOptions & opt) const;
 };

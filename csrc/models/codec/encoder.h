@@ -21,18 +21,27 @@ struct EncodePlan {
     bool pad_acoustic = false;  // the reference's hop/2 padding of the 24 kHz input
 };
 
-struct CodecEncoder {
-    HubertHParams hubert_hp;
-    HubertWeights semantic_model;  // stored as hubert.*
-    SemanticEncoder encoder_semantic;
-    DacEncoderHParams acoustic_hp;
-    DacEncoder acoustic_encoder;
-    Linear fc;
+struct CodecEncoderHParams {
+    HubertHParams hubert;
+    SemanticEncoderHParams semantic;
+    DacEncoderHParams acoustic;
+    int64_t rvq_hidden = 0;       // fc's width, the quantizers' space: acoustic + semantic hidden sizes
+    int hop_length = 0;           // 24 kHz samples per codec frame (960)
     int semantic_downsample = 1;  // keep every n-th HuBERT frame
     int acoustic_pad = 0;         // hop_length / 2
 
-    // Loads HuBERT, both encoders and fc; rvq_hidden is the quantizers' width (acoustic + semantic).
-    void load(GGUFFile & file, DerivedWeights & derived, int64_t rvq_hidden);
+    static CodecEncoderHParams load(const GGUFFile & file);
+};
+
+struct CodecEncoder {
+    CodecEncoderHParams hp;
+    HubertModel semantic_model;  // stored as hubert.*
+    SemanticEncoder encoder_semantic;
+    DacEncoder acoustic_encoder;
+    Linear fc;
+
+    // Loads HuBERT, both encoders and fc under `prefix` ("" in the tokenizer GGUF).
+    void load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, const CodecEncoderHParams & hp);
 
     // Checks the lengths and decides the acoustic padding as the reference does; throws
     // InvalidInput when the input is too short or the two streams cannot be aligned.
@@ -41,8 +50,8 @@ struct CodecEncoder {
     // wave: [n_samples] 24 kHz, wave16: [n_semantic_samples] 16 kHz, as given to plan().
     // Returns the pre-quantisation latent [rvq_hidden, n_frames]; the HuBERT output [C, T_hubert]
     // is named "hubert.out".
-    ggml_tensor * build(ggml_context * ctx, const EncodePlan & plan, ggml_tensor * wave, ggml_tensor * wave16,
-                        const GraphOptions & opt) const;
+    ggml_tensor * forward(ggml_context * ctx, ggml_tensor * wave, ggml_tensor * wave16, const EncodePlan & plan,
+                          const GraphOptions & opt) const;
 };
 
 }  // namespace ov

@@ -43,7 +43,9 @@ struct HubertLayer {
     LayerNorm final_layer_norm;
 };
 
-struct HubertWeights {
+// HubertModel(wave, output_hidden_states=True), then mean over the n_layer + 1 hidden states.
+struct HubertModel {
+    HubertHParams hp;
     // feature_extractor.conv_layers.N: conv (no bias), GroupNorm on the first only
     std::vector<Conv1d> conv;
     ggml_tensor * group_norm_w = nullptr;  // [conv_dim[0]]
@@ -57,15 +59,11 @@ struct HubertWeights {
     LayerNorm enc_norm;                  // encoder.layer_norm
     std::vector<HubertLayer> layers;
 
-    // Looks every tensor up under `prefix` (e.g. "hubert.") with the shapes hp implies; conv
+    // Looks every tensor up under `prefix` (e.g. "hubert") with the shapes hp implies; conv
     // weight rearrangements are registered with `derived`.
-    static HubertWeights load(GGUFFile & file, DerivedWeights & derived, const HubertHParams & hp,
-                              const std::string & prefix);
+    void load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, const HubertHParams & hp);
+    // wave: [n_samples] f32 at 16 kHz -> [n_embd, n_frames]
+    ggml_tensor * forward(ggml_context * ctx, ggml_tensor * wave, const GraphOptions & opt) const;
 };
-
-// HubertModel(wave, output_hidden_states=True), then mean over the n_layer + 1 hidden states.
-// wave: [n_samples] f32 at 16 kHz. Returns [n_embd, n_frames].
-ggml_tensor * build_hubert(ggml_context * ctx, const HubertWeights & w, const HubertHParams & hp,
-                           ggml_tensor * wave);
 
 }  // namespace ov

@@ -1,21 +1,54 @@
 #include "models/codec/rvq.h"
 
 #include "rvq_encode.h"
+#include "runtime/errors.h"
 
 namespace ov {
 
-void ResidualVectorQuantizer::load_decode(GGUFFile & file, const std::string & prefix, int n_quantizers,
-                                          int64_t codebook_size, int64_t codebook_dim, int64_t hidden) {
-    quantizers.resize(n_quantizers);
-    for (int q = 0; q < n_quantizers; ++q) {
-        const std::string p = prefix + ".quantizers." + std::to_string(q);
-        quantizers[q].embed = file.tensor(p + ".codebook.embed", {codebook_dim, codebook_size}, {GGML_TYPE_F32});
-        quantizers[q].project_out.load(file, p + ".project_out", codebook_dim, hidden);
+RvqHParams RvqHParams::load(const GGUFFile & file) {
+    RvqHParams hp;
+    hp.n_quantizers = (int) file.get_count("omnivoice.n_quantizers");
+    hp.codebook_size = file.get_u32("omnivoice.codebook_size");
+    hp.codebook_dim = file.get_u32("omnivoice.codebook_dim");
+    hp.hidden = (int64_t) file.get_u32("omnivoice.acoustic.hidden_size") +
+                file.get_u32("omnivoice.semantic.hidden_size");
+    hp.has_encoder = file.get_bool("omnivoice.has_encoder");
+    if (hp.n_quantizers <= 0 || hp.codebook_size <= 0 || hp.codebook_dim <= 0) {
+        throw ModelFormatError(file.path() +
+                               ": omnivoice.n_quantizers, codebook_size and codebook_dim must be positive");
     }
+    return hp;
+}
+
+void ResidualVectorQuantizer::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix,
+                                   const RvqHParams & hparams) {
+    hp = hparams;
+    quantizers.resize(hp.n_quantizers);
+    for (int q = 0; q < hp.n_quantizers; ++q) {
+        VectorQuantizer & vq = quantizers[q];
+        const std::string p = join_name(prefix, "quantizers", q);
+        vq.embed = file.tensor(join_name(p, "codebook", "embed"), {hp.codebook_dim, hp.codebook_size}, {GGML_TYPE_F32});
+        vq.project_out.load(file, join_name(p, "project_out"), hp.codebook_dim, hp.hidden);
+        if (hp.has_encoder) vq.project_in.load(file, join_name(p, "project_in"), hp.hidden, hp.codebook_dim);
+    }
+    if (!hp.has_encoder) return;
+    std::vector<ggml_tensor *> w_in, b_in, embed, w_out, b_out;
+    for (const VectorQuantizer & vq : quantizers) {
+        w_in.push_back(vq.project_in.weight);
+        b_in.push_back(vq.project_in.bias);
+        embed.push_back(vq.embed);
+        w_out.push_back(vq.project_out.weight);
+        b_out.push_back(vq.project_out.bias);
+    }
+    enc_w_in = derived.concat(w_in);
+    enc_b_in = derived.concat(b_in);
+    enc_embed = derived.concat(embed);
+    enc_w_out = derived.concat(w_out);
+    enc_b_out = derived.concat(b_out);
 }
 
 // HiggsAudioV2TokenizerResidualVectorQuantization.decode
-ggml_tensor * ResidualVectorQuantizer::decode(ggml_context * ctx, ggml_tensor * codes) const {
+ggml_tensor * ResidualVectorQuantizer::decode(ggml_context * ctx, ggml_tensor * codes, const GraphOptions &) const {
     const int64_t n_frames = codes->ne[0];
     ggml_tensor * sum = nullptr;
     for (size_t q = 0; q < quantizers.size(); ++q) {
@@ -31,28 +64,8 @@ ggml_tensor * ResidualVectorQuantizer::decode(ggml_context * ctx, ggml_tensor * 
     return sum;
 }
 
-void ResidualVectorQuantizer::load_encode(GGUFFile & file, DerivedWeights & derived, const std::string & prefix,
-                                          int64_t hidden) {
-    std::vector<ggml_tensor *> w_in, b_in, embed, w_out, b_out;
-    for (size_t q = 0; q < quantizers.size(); ++q) {
-        VectorQuantizer & vq = quantizers[q];
-        vq.project_in.load(file, prefix + ".quantizers." + std::to_string(q) + ".project_in", hidden,
-                           vq.embed->ne[0]);
-        w_in.push_back(vq.project_in.weight);
-        b_in.push_back(vq.project_in.bias);
-        embed.push_back(vq.embed);
-        w_out.push_back(vq.project_out.weight);
-        b_out.push_back(vq.project_out.bias);
-    }
-    enc_w_in = derived.concat(w_in);
-    enc_b_in = derived.concat(b_in);
-    enc_embed = derived.concat(embed);
-    enc_w_out = derived.concat(w_out);
-    enc_b_out = derived.concat(b_out);
-}
-
 // HiggsAudioV2TokenizerResidualVectorQuantization.encode
-ggml_tensor * ResidualVectorQuantizer::encode(ggml_context * ctx, ggml_tensor * x) const {
+ggml_tensor * ResidualVectorQuantizer::encode(ggml_context * ctx, ggml_tensor * x, const GraphOptions &) const {
     ggml_tensor * codes = ov_rvq_encode(ctx, x, enc_w_in, enc_b_in, enc_embed, enc_w_out, enc_b_out,
                                         (int) quantizers.size());
     ggml_set_name(codes, "rvq.codes");

@@ -24,25 +24,25 @@ static ggml_tensor * join_projections(DerivedWeights & derived, const std::vecto
 }
 
 Qwen3HParams Qwen3HParams::load(const GGUFFile & f) {
-    const std::string a = std::string(kArch) + ".";
+    const auto key = [](const char * name) { return join_name(kArch, name); };
     Qwen3HParams hp;
-    hp.n_layer = f.get_count(a + "block_count");
-    hp.n_embd = f.get_u32(a + "embedding_length");
-    hp.n_ff = f.get_u32(a + "feed_forward_length");
-    hp.n_head = f.get_u32(a + "attention.head_count");
-    hp.n_head_kv = f.get_u32(a + "attention.head_count_kv");
-    hp.n_embd_head = f.get_u32(a + "attention.key_length");
-    hp.n_vocab = f.get_u32(a + "vocab_size");
-    hp.n_ctx_train = f.get_u32(a + "context_length");
-    hp.rms_eps = f.get_f32(a + "attention.layer_norm_rms_epsilon");
-    hp.rope_freq_base = f.get_f32(a + "rope.freq_base");
+    hp.n_layer = f.get_count(key("block_count"));
+    hp.n_embd = f.get_u32(key("embedding_length"));
+    hp.n_ff = f.get_u32(key("feed_forward_length"));
+    hp.n_head = f.get_u32(key("attention.head_count"));
+    hp.n_head_kv = f.get_u32(key("attention.head_count_kv"));
+    hp.n_embd_head = f.get_u32(key("attention.key_length"));
+    hp.n_vocab = f.get_u32(key("vocab_size"));
+    hp.n_ctx_train = f.get_u32(key("context_length"));
+    hp.rms_eps = f.get_f32(key("attention.layer_norm_rms_epsilon"));
+    hp.rope_freq_base = f.get_f32(key("rope.freq_base"));
     hp.n_codebook = f.get_count("omnivoice.num_audio_codebook");
     hp.audio_vocab = f.get_u32("omnivoice.audio_vocab_size");
     hp.audio_mask_id = f.get_u32("omnivoice.audio_mask_id");
     hp.audio_codebook_weights = f.get_f32_array("omnivoice.audio_codebook_weights");
 
     const auto bad = [&](const std::string & what) { throw ModelFormatError(f.path() + ": " + what); };
-    if (f.get_u32(a + "attention.value_length") != hp.n_embd_head) bad("value_length differs from key_length");
+    if (f.get_u32(key("attention.value_length")) != hp.n_embd_head) bad("value_length differs from key_length");
     if (hp.n_layer <= 0 || hp.n_embd <= 0 || hp.n_ff <= 0 || hp.n_embd_head <= 0 || hp.n_ctx_train <= 0) {
         bad("zero-sized hyper-parameter");
     }
@@ -86,19 +86,19 @@ Qwen3Model::Qwen3Model(const std::string & path, BackendPtr backend) : backend_(
     w_.embed_tokens = mat("llm.embed_tokens.weight", n_embd, hp_.n_vocab);
     w_.layers.resize(hp_.n_layer);
     for (int64_t il = 0; il < hp_.n_layer; ++il) {
-        const std::string p = "llm.layers." + std::to_string(il) + ".";
+        const std::string p = join_name("llm", "layers", il);
         Qwen3Layer & l = w_.layers[il];
-        l.attn_norm = vec(p + "input_layernorm.weight", n_embd);
-        linear(l.wq, p + "self_attn.q_proj", n_embd, n_q);
-        linear(l.wk, p + "self_attn.k_proj", n_embd, n_kv);
-        linear(l.wv, p + "self_attn.v_proj", n_embd, n_kv);
-        linear(l.wo, p + "self_attn.o_proj", n_q, n_embd);
-        l.q_norm = vec(p + "self_attn.q_norm.weight", hp_.n_embd_head);
-        l.k_norm = vec(p + "self_attn.k_norm.weight", hp_.n_embd_head);
-        l.ffn_norm = vec(p + "post_attention_layernorm.weight", n_embd);
-        linear(l.ffn_gate, p + "mlp.gate_proj", n_embd, hp_.n_ff);
-        linear(l.ffn_up, p + "mlp.up_proj", n_embd, hp_.n_ff);
-        linear(l.ffn_down, p + "mlp.down_proj", hp_.n_ff, n_embd);
+        l.attn_norm = vec(join_name(p, "input_layernorm", "weight"), n_embd);
+        linear(l.wq, join_name(p, "self_attn", "q_proj"), n_embd, n_q);
+        linear(l.wk, join_name(p, "self_attn", "k_proj"), n_embd, n_kv);
+        linear(l.wv, join_name(p, "self_attn", "v_proj"), n_embd, n_kv);
+        linear(l.wo, join_name(p, "self_attn", "o_proj"), n_q, n_embd);
+        l.q_norm = vec(join_name(p, "self_attn", "q_norm", "weight"), hp_.n_embd_head);
+        l.k_norm = vec(join_name(p, "self_attn", "k_norm", "weight"), hp_.n_embd_head);
+        l.ffn_norm = vec(join_name(p, "post_attention_layernorm", "weight"), n_embd);
+        linear(l.ffn_gate, join_name(p, "mlp", "gate_proj"), n_embd, hp_.n_ff);
+        linear(l.ffn_up, join_name(p, "mlp", "up_proj"), n_embd, hp_.n_ff);
+        linear(l.ffn_down, join_name(p, "mlp", "down_proj"), hp_.n_ff, n_embd);
         l.wqkv = join_projections(*derived_, {&l.wq, &l.wk, &l.wv});
         l.ffn_gate_up = join_projections(*derived_, {&l.ffn_gate, &l.ffn_up});
     }

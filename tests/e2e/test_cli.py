@@ -15,7 +15,7 @@ import soundfile as sf
 
 from omnivoice.cli import main
 
-FIXTURES = Path(__file__).parent / "data" / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"
 FAST = ["--steps", "2", "--duration", "0.6", "--threads", "1", "-q"]
 
 
@@ -55,6 +55,7 @@ def test_formats_and_saved_voice(tiny_model_dir: Path, ref_wav: Path, tmp_path: 
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_stdout_stream_is_a_playable_wav(tiny_model_dir: Path) -> None:
     # A real process: stdout must carry nothing but the WAV stream.
     proc = subprocess.run(
@@ -106,3 +107,93 @@ def test_missing_model_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["Hi.", "-o", str(tmp_path / "x.wav"), "--model", str(tmp_path / "nothing-here")]) != 0
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "model not found" in err
+
+
+def test_stdin_is_spoken_as_it_arrives(tiny_model_dir: Path) -> None:
+    # A real process whose stdin stays open: the first sentence's audio must come out before the
+    # rest of the text is even written.
+    import os
+    import select
+    import time
+
+    with subprocess.Popen(
+        [sys.executable, "-P", "-m", "omnivoice", "-o", "-", "--model", str(tiny_model_dir), "--steps", "2",
+         "--threads", "1", "-q", "--seed", "1", "--sample-rate", "16000"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    ) as proc:
+        proc.stdin.write(b"The first sentence is spoken right away, before the rest.\n")
+        proc.stdin.flush()
+        got, deadline = b"", time.monotonic() + 120
+        while len(got) <= 44 and time.monotonic() < deadline and proc.poll() is None:
+            if select.select([proc.stdout], [], [], 1.0)[0]:
+                got += os.read(proc.stdout.fileno(), 1 << 16)
+        assert len(got) > 44 and proc.poll() is None  # header and audio, stdin still open
+        try:
+            out, err = proc.communicate("And a second one, later. 你好。\n".encode(), timeout=120)
+        finally:
+            proc.kill()
+    assert proc.returncode == 0, err.decode()
+    audio, sr = sf.read(io.BytesIO(got + out), dtype="float32")
+    assert sr == 16000 and audio.size > 16000 * 2 and np.isfinite(audio).all()
+
+
+def test_stream_by_line_writes_a_wav_per_line(tiny_model_dir: Path, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    outdir = tmp_path / "lines"
+    assert main(["First line.\n\nSecond line, longer.\n", "--stream-by-line", "-o", str(outdir),
+                 "--model", str(tiny_model_dir), "--sample-rate", "16000", *FAST]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == [str(outdir / "0001.wav"), str(outdir / "0002.wav")]
+    for path in printed:
+        audio, sr, _ = _read(Path(path))
+        assert sr == 16000 and audio.size > 0.6 * 16000
+
+
+SRT = """1
+00:00:00,200 --> 00:00:01,000
+<i>First cue.</i>
+
+2
+00:00:01,500 --> 00:00:03,000
+Second cue runs past the next one.
+
+3
+00:00:02,500 --> 00:00:03,200
+Third.
+"""
+
+
+@pytest.mark.parametrize("mode", ["auto", "design", "clone"])
+def test_srt_dub_is_one_timeline(tiny_model_dir: Path, ref_wav: Path, tmp_path: Path, mode: str) -> None:
+    srt = tmp_path / "subs.srt"
+    srt.write_text(SRT, encoding="utf-8")
+    extra = {"auto": [], "design": ["--instruct", "male, high pitch"],
+             "clone": ["--ref-wav", str(ref_wav), "--ref-text", "Nice to meet you."]}[mode]
+    rate = 24000 if mode == "auto" else 16000
+    out = tmp_path / "dub.wav"
+    assert main(["--srt", str(srt), "-o", str(out), "--model", str(tiny_model_dir), "--steps", "2",
+                 "--threads", "1", "-q", "--sample-rate", str(rate), *extra]) == 0
+    audio, sr, _ = _read(out)
+    assert sr == rate and abs(audio.size - 3.2 * rate) <= 2
+    sound = np.abs(audio) > 1e-4
+    at = lambda t: int(t * rate)  # noqa: E731
+    # Silence outside the cues (soxr's filter rings for a few ms around each edge).
+    assert not sound[: at(0.19)].any() and not sound[at(1.01): at(1.49)].any()
+    for start, end in [(0.2, 1.0), (1.5, 2.5), (2.5, 3.2)]:  # cue 2 clipped at cue 3's start
+        assert sound[at(start) + at(0.02): at(end) - at(0.02)].mean() > 0.5
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--srt", "MISSING.srt", "-o", "x.wav"], "MISSING.srt"),
+    (["--srt", "BAD.srt", "-o", "x.wav"], "BAD.srt:2: malformed timing"),
+    (["--srt", "BAD.srt", "-o", "-"], "give -o a file"),
+    (["--srt", "BAD.srt", "-o", "x.wav", "--duration", "2"], "--duration does not apply to --srt"),
+    (["Hi.", "--stream-by-line", "-o", "-"], "give -o a directory"),
+])
+def test_dub_and_line_errors(tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                             monkeypatch: pytest.MonkeyPatch, args: list[str], message: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "BAD.srt").write_text("1\n00:00:01,000 --> soon\nHi.\n", encoding="utf-8")
+    assert main([*args, "--model", str(tiny_model_dir), "-q"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err

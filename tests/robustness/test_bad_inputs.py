@@ -154,7 +154,7 @@ def test_converter_checks_inputs_and_writes_nothing_on_failure(tmp_path: Path) -
     from omnivoice.convert import convert_model
 
     snapshot = tmp_path / "snap"
-    shutil.copytree(Path(__file__).parent / "data" / "tiny_hf", snapshot)
+    shutil.copytree(Path(__file__).parent.parent / "data" / "tiny_hf", snapshot)
     shutil.rmtree(snapshot / "audio_tokenizer")
     with pytest.raises(FileNotFoundError, match="audio_tokenizer"):
         convert_model(snapshot, tmp_path / "out")

@@ -6,20 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import gguf
-import numpy as np
 import pytest
 
 import omnivoice
 from omnivoice import _core
-from omnivoice.convert import convert_model
-
-TINY = Path(__file__).parent / "data" / "tiny_hf"
-
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory) -> tuple[Path, Path]:
-    result = convert_model(TINY, tmp_path_factory.mktemp("gguf"), outtype="Q8_0")
-    return result.lm.path, result.codec.path
+def files(tiny_gguf, tiny_codec_gguf) -> tuple[Path, Path]:
+    return tiny_gguf("lm", "Q8_0"), tiny_codec_gguf
 
 
 @pytest.fixture(scope="module")
@@ -30,26 +24,6 @@ def backend() -> omnivoice.Backend:
 def ggml_shapes(path: Path) -> dict[str, list[int]]:
     """{name: ggml shape} of every tensor, read with gguf-py."""
     return {t.name: [int(n) for n in t.shape] for t in gguf.GGUFReader(path).tensors}
-
-
-def rewrite_without(src: Path, dst: Path, drop: str) -> None:
-    """Copies the GGUF ``src`` to ``dst`` with gguf-py, leaving out tensor ``drop``."""
-    reader = gguf.GGUFReader(src)
-    arch = reader.fields["general.architecture"].contents()
-    writer = gguf.GGUFWriter(dst, arch)
-    writer.data_alignment = reader.alignment  # general.alignment is copied below
-    for key, field in reader.fields.items():
-        if key.startswith("GGUF.") or key == "general.architecture":
-            continue
-        sub_type = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(key, field.contents(), field.types[0], sub_type=sub_type)
-    for t in reader.tensors:
-        if t.name != drop:
-            writer.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
 
 
 def test_converted_files_pass(files, backend):
@@ -103,11 +77,20 @@ def test_model_format_error_is_value_error():
     assert issubclass(omnivoice.ModelFormatError, ValueError)
 
 
+def test_missing_model_file_is_file_not_found(backend, tmp_path):
+    # FileNotFoundError, as for every missing file, and still a ModelFormatError.
+    for load in (lambda p: _core.LM(p, backend), lambda p: _core.Codec(p, backend)):
+        with pytest.raises(FileNotFoundError, match="absent.gguf: no such file") as err:
+            load(str(tmp_path / "absent.gguf"))
+        assert isinstance(err.value, omnivoice.ModelFormatError)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("drop", ["llm.layers.1.self_attn.k_norm.weight", "audio_heads.weight"])
-def test_missing_tensor(files, backend, tmp_path, drop):
+def test_missing_tensor(files, backend, tmp_path, drop, rewrite_gguf):
     lm = files[0]
     smaller = tmp_path / "smaller.gguf"
-    rewrite_without(lm, smaller, drop)
+    rewrite_gguf(lm, smaller, drop=drop)
     assert set(ggml_shapes(smaller)) == set(ggml_shapes(lm)) - {drop}
     # The rewritten file itself is a valid GGUF: only the tensor is missing.
     _core.testing.read_gguf(str(smaller), "omnivoice-lm", backend)
@@ -115,11 +98,11 @@ def test_missing_tensor(files, backend, tmp_path, drop):
         _core.testing.check_gguf(str(smaller), "omnivoice-lm", backend, ggml_shapes(lm))
 
 
-def test_missing_codec_tensor(files, backend, tmp_path):
+def test_missing_codec_tensor(files, backend, tmp_path, rewrite_gguf):
     codec = files[1]
     drop = "hubert.encoder.pos_conv_embed.conv.weight"
     smaller = tmp_path / "smaller.gguf"
-    rewrite_without(codec, smaller, drop)
+    rewrite_gguf(codec, smaller, drop=drop)
     with pytest.raises(omnivoice.ModelFormatError, match=f"missing tensor {drop}"):
         _core.testing.check_gguf(str(smaller), "omnivoice-tokenizer", backend, ggml_shapes(codec))
 

@@ -11,8 +11,7 @@ import pytest
 from omnivoice import _core
 from omnivoice.audio_tokenizer import AudioTokenizer, load_codes, save_codes
 
-FIXTURE = Path(__file__).parent / "data" / "fixtures" / "codec_decode.npz"
-TINY_CODEC = Path(__file__).parent / "data" / "tiny_hf" / "audio_tokenizer"
+FIXTURE = Path(__file__).parents[1] / "data" / "fixtures" / "codec_decode.npz"
 
 # F32 throughout; the reference runs PyTorch's F32 kernels, so differences are rounding only.
 AUDIO_ATOL = 1e-4
@@ -25,17 +24,6 @@ N_BLOCKS = 5
 def ref() -> dict[str, np.ndarray]:
     with np.load(FIXTURE) as f:
         return dict(f)
-
-
-@pytest.fixture(scope="module")
-def tok(tiny_codec_gguf: Path) -> AudioTokenizer:
-    return AudioTokenizer.from_file(tiny_codec_gguf, n_threads=1)
-
-
-@pytest.fixture(scope="module")
-def core(tiny_codec_gguf: Path) -> _core.Codec:
-    """The core codec, for what the public API does not expose (intermediates, Snake form)."""
-    return _core.Codec(str(tiny_codec_gguf), _core.Backend(1))
 
 
 def test_hparams(tok: AudioTokenizer) -> None:
@@ -76,11 +64,8 @@ def test_fused_snake_matches_composed(core: _core.Codec, ref: dict[str, np.ndarr
     np.testing.assert_allclose(fused, composed, rtol=0, atol=AUDIO_ATOL)
 
 
-def test_decode_only_file(tmp_path: Path, ref: dict[str, np.ndarray]) -> None:
-    from omnivoice.convert import convert_codec
-
-    path = tmp_path / "omnivoice-tokenizer-F32.gguf"
-    convert_codec(TINY_CODEC, path, encoder=False)
+def test_decode_only_file(tiny_gguf, ref: dict[str, np.ndarray]) -> None:
+    path = tiny_gguf("codec", "F32", encoder=False)
     tok = AudioTokenizer.from_file(path, n_threads=1)
     assert not tok.has_encoder
     np.testing.assert_allclose(tok.decode(ref["codes"]), ref["audio"], rtol=0, atol=AUDIO_ATOL)
@@ -164,11 +149,8 @@ def test_codes_file_errors(tmp_path: Path, ref: dict[str, np.ndarray]) -> None:
         save_codes(tmp_path / "f.ovrq", np.zeros((8, 2), np.float32))
 
 
-def test_f16_weights(tmp_path: Path, ref: dict[str, np.ndarray]) -> None:
-    from omnivoice.convert import convert_codec
-
-    path = tmp_path / "omnivoice-tokenizer-F16.gguf"
-    convert_codec(TINY_CODEC, path, codec_type="F16")
+def test_f16_weights(tiny_gguf, ref: dict[str, np.ndarray]) -> None:
+    path = tiny_gguf("codec", "F16")
     audio = AudioTokenizer.from_file(path, n_threads=1).decode(ref["codes"])
     # F16 weights round each weight to 11 significant bits: about 0.5% of the signal here.
     np.testing.assert_allclose(audio, ref["audio"], rtol=0, atol=F16_AUDIO_ATOL)

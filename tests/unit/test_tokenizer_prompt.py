@@ -17,12 +17,21 @@ import pytest
 from omnivoice.prompt import Prompt, build_prompt, combine_text
 from omnivoice.tokenizer import TextTokenizer
 
-DATA = Path(__file__).parent / "data"
+# The tiny model's audio rows and mask id (its omnivoice.num_audio_codebook / audio_mask_id).
+NUM_CODEBOOKS = 8
+MASK_ID = 1024
+
+DATA = Path(__file__).parents[1] / "data"
 TINY_TOKENIZER = DATA / "tiny_hf" / "tokenizer.json"
 
 
+# The prompt's added tokens, whose ids an LM GGUF holds as omnivoice.special.<name>.
+SPECIAL = ("denoise", "lang_start", "lang_end", "instruct_start", "instruct_end", "text_start", "text_end")
+
+
 def gguf_vocab(tokenizer_json: Path) -> dict:
-    """The ``tokenizer.ggml.*`` values an LM GGUF holds for a Hugging Face tokenizer.json."""
+    """The ``tokenizer.ggml.*`` and ``omnivoice.special.*`` values an LM GGUF holds for a Hugging
+    Face tokenizer.json."""
     with open(tokenizer_json, encoding="utf-8") as f:
         tok = json.load(f)
     by_id = {i: (s, gguf.TokenType.NORMAL) for s, i in tok["model"]["vocab"].items()}
@@ -30,17 +39,19 @@ def gguf_vocab(tokenizer_json: Path) -> dict:
         kind = gguf.TokenType.CONTROL if added["special"] else gguf.TokenType.USER_DEFINED
         by_id[added["id"]] = (added["content"], kind)
     merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
+    special = {name: next(i for i, (t, _) in by_id.items() if t == f"<|{name}|>") for name in SPECIAL}
     return {
         "tokenizer.ggml.model": "gpt2",
         "tokenizer.ggml.pre": "qwen2",
         "tokenizer.ggml.tokens": [by_id[i][0] for i in range(len(by_id))],
         "tokenizer.ggml.token_type": [int(by_id[i][1]) for i in range(len(by_id))],
         "tokenizer.ggml.merges": merges,
+        **{f"omnivoice.special.{name}": i for name, i in special.items()},
     }
 
 
 @pytest.fixture(scope="module")
-def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def vocab_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     meta = gguf_vocab(TINY_TOKENIZER)
     path = tmp_path_factory.mktemp("gguf") / "vocab.gguf"
     writer = gguf.GGUFWriter(str(path), "omnivoice-lm")
@@ -49,6 +60,8 @@ def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     writer.add_token_list(meta["tokenizer.ggml.tokens"])
     writer.add_token_types(meta["tokenizer.ggml.token_type"])
     writer.add_token_merges(meta["tokenizer.ggml.merges"])
+    for name in SPECIAL:
+        writer.add_uint32(f"omnivoice.special.{name}", meta[f"omnivoice.special.{name}"])
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -57,8 +70,8 @@ def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tokenizer(tiny_gguf: Path) -> TextTokenizer:
-    return TextTokenizer.from_gguf(tiny_gguf)
+def tokenizer(vocab_gguf: Path) -> TextTokenizer:
+    return TextTokenizer.from_gguf(vocab_gguf)
 
 
 @pytest.fixture(scope="module")
@@ -83,12 +96,9 @@ def test_metadata_dict_equals_gguf(tokenizer: TextTokenizer, ref: dict) -> None:
         assert from_dict.encode(text) == tokenizer.encode(text)
 
 
-def test_converter_output(tmp_path: Path, ref: dict) -> None:
+def test_converter_output(tiny_lm_gguf: Path, ref: dict) -> None:
     # The GGUF written by our converter carries the same vocabulary.
-    convert_lm = pytest.importorskip("omnivoice.convert.lm").convert_lm
-    path = tmp_path / "lm.gguf"
-    convert_lm(DATA / "tiny_hf", path)
-    tokenizer = TextTokenizer.from_gguf(path)
+    tokenizer = TextTokenizer.from_gguf(tiny_lm_gguf)
     for text, ids in zip(ref["corpus"], ref["ids"]):
         assert tokenizer.encode(text) == ids, text
 
@@ -100,22 +110,25 @@ def test_special_token_lookup(tokenizer: TextTokenizer) -> None:
         tokenizer.token_to_id("<|no_such_token|>")
 
 
-def _codes(case: dict) -> np.ndarray | None:
-    return None if case["ref_codes"] is None else np.array(case["ref_codes"], dtype=np.int64)
+def _prompt(tokenizer: TextTokenizer, case: dict, denoise: bool) -> Prompt:
+    """The prompt of a fixture case (text, target_len, ref_text, ref_codes, lang, instruct)."""
+    return build_prompt(
+        tokenizer,
+        case["text"],
+        case["target_len"],
+        ref_text=case["ref_text"],
+        ref_codes=None if case["ref_codes"] is None else np.array(case["ref_codes"], dtype=np.int64),
+        lang=case["lang"],
+        instruct=case["instruct"],
+        denoise=denoise,
+        num_codebooks=NUM_CODEBOOKS,
+        mask_id=MASK_ID,
+    )
 
 
 def test_prompts(tokenizer: TextTokenizer, ref: dict) -> None:
     for case in ref["prompts"]:
-        p = build_prompt(
-            tokenizer,
-            case["text"],
-            case["target_len"],
-            ref_text=case["ref_text"],
-            ref_codes=_codes(case),
-            lang=case["lang"],
-            instruct=case["instruct"],
-            denoise=case["denoise"],
-        )
+        p = _prompt(tokenizer, case, case["denoise"])
         np.testing.assert_array_equal(p.input_ids, np.array(case["input_ids"]), err_msg=case["text"])
         np.testing.assert_array_equal(p.audio_mask, np.array(case["audio_mask"]), err_msg=case["text"])
         assert p.input_ids.dtype == np.int32 and p.target_start == p.length - case["target_len"]
@@ -126,22 +139,14 @@ def test_prompts_of_decoding_runs(tokenizer: TextTokenizer) -> None:
         runs = json.load(f)["runs"]
     for run in runs:
         for item in run["items"]:
-            p = build_prompt(
-                tokenizer,
-                item["text"],
-                item["target_len"],
-                ref_text=item["ref_text"],
-                ref_codes=_codes(item),
-                lang=item["lang"],
-                instruct=item["instruct"],
-                denoise=run["denoise"],
-            )
+            p = _prompt(tokenizer, item, run["denoise"])
             np.testing.assert_array_equal(p.input_ids, np.array(item["prompt_ids"]), err_msg=item["text"])
             np.testing.assert_array_equal(p.audio_mask, np.array(item["prompt_audio_mask"]))
 
 
 def test_uncond_is_the_target_window(tokenizer: TextTokenizer) -> None:
-    p = build_prompt(tokenizer, "Hello.", 5, ref_text="Ref.", ref_codes=np.zeros((8, 3), np.int32))
+    p = build_prompt(tokenizer, "Hello.", 5, ref_text="Ref.", ref_codes=np.zeros((8, 3), np.int32),
+                     num_codebooks=NUM_CODEBOOKS, mask_id=MASK_ID)
     ids, mask = p.uncond()
     assert ids.shape == (8, 5) and (ids == 1024).all() and mask.all()
 
@@ -166,7 +171,8 @@ def test_combine_text() -> None:
 def test_bad_prompt_input(tokenizer: TextTokenizer, kwargs: dict, match: str) -> None:
     args = {"num_target_tokens": 3, **kwargs}
     with pytest.raises(ValueError, match=match):
-        build_prompt(tokenizer, "text", args.pop("num_target_tokens"), **args)
+        build_prompt(tokenizer, "text", args.pop("num_target_tokens"), num_codebooks=NUM_CODEBOOKS, mask_id=MASK_ID,
+                     **args)
 
 
 def test_bad_prompt_arrays() -> None:
@@ -235,6 +241,8 @@ def test_reference_prompt_cases(tokenizer: TextTokenizer, ref_prompts: tuple) ->
             lang=case["lang_resolved"],
             instruct=case["instruct_resolved"],
             denoise=case["denoise"],
+            num_codebooks=NUM_CODEBOOKS,
+            mask_id=MASK_ID,
         )
         np.testing.assert_array_equal(p.input_ids, arrays[case["name"] + "__input_ids"], err_msg=case["name"])
         np.testing.assert_array_equal(p.audio_mask, arrays[case["name"] + "__audio_mask"], err_msg=case["name"])

@@ -2,22 +2,19 @@
 
 Expected values: tests/data/fixtures/lm_logits.npz (upstream `OmniVoice.forward` on its padded
 [cond, uncond] batch, float32, CPU), written by tests/reference/dump_fixtures.py. The GGUF is
-made here from tests/data/tiny_hf by our converter.
+converted from tests/data/tiny_hf by our converter (tests/conftest.py).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import gguf
 import numpy as np
 import pytest
 
 from omnivoice import ModelFormatError, _core
 
-convert_lm = pytest.importorskip("omnivoice.convert.lm").convert_lm
-
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 # Max |ours - upstream| / max |upstream| on the target windows. F32 measured 4e-7; BF16 and Q8_0
 # round the weights, and their matmuls round the activations too: measured 4.4e-3 and 1.5e-2.
@@ -32,21 +29,8 @@ def backend() -> _core.Backend:
 
 
 @pytest.fixture(scope="module")
-def gguf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("lm")
-
-
-def converted(gguf_dir: Path, outtype: str) -> Path:
-    """The tiny checkpoint converted to an LM GGUF of `outtype` (once per test module)."""
-    path = gguf_dir / f"omnivoice-base-{outtype}.gguf"
-    if not path.exists():
-        convert_lm(DATA / "tiny_hf", path, outtype)
-    return path
-
-
-@pytest.fixture(scope="module")
-def lm(gguf_dir: Path, backend: _core.Backend) -> _core.LM:
-    return _core.LM(str(converted(gguf_dir, "F32")), backend)
+def lm(tiny_lm_gguf: Path, backend: _core.Backend) -> _core.LM:
+    return _core.LM(str(tiny_lm_gguf), backend)
 
 
 @pytest.fixture(scope="module")
@@ -90,9 +74,9 @@ def max_rel_err(got: np.ndarray, want: np.ndarray) -> float:
 
 @pytest.mark.parametrize("outtype", ["F32", "BF16", "Q8_0"])
 def test_target_logits_match_upstream(
-    outtype: str, gguf_dir: Path, backend: _core.Backend, fixture: dict[str, np.ndarray]
+    outtype: str, tiny_gguf, backend: _core.Backend, fixture: dict[str, np.ndarray]
 ) -> None:
-    lm = _core.LM(str(converted(gguf_dir, outtype)), backend)
+    lm = _core.LM(str(tiny_gguf("lm", outtype)), backend)
     segments, ids, mask = padded_rows_to_segments(
         fixture["input_ids"], fixture["audio_mask"], fixture["attention_mask"]
     )
@@ -188,34 +172,8 @@ def test_forward_rejects_bad_input(lm: _core.LM) -> None:
     np.testing.assert_array_equal(session.forward(ignored, mask), session.forward(ids, mask))
 
 
-def rewrite_gguf(src: Path, dst: Path, drop: str | None = None, extra: str | None = None) -> None:
-    """Copies an LM GGUF, optionally without tensor `drop` or with an unknown tensor `extra`."""
-    reader = gguf.GGUFReader(src)
-    writer = gguf.GGUFWriter(dst, "omnivoice-lm")
-    writer.data_alignment = reader.alignment  # general.alignment is copied below
-    for field in reader.fields.values():
-        if field.name.startswith("GGUF.") or field.name == "general.architecture":
-            continue
-        value = field.contents()
-        vtype = field.types[0]
-        if vtype == gguf.GGUFValueType.ARRAY:
-            writer.add_key_value(field.name, value, vtype, sub_type=field.types[-1])
-        else:
-            writer.add_key_value(field.name, value, vtype)
-    for t in reader.tensors:
-        if t.name != drop:
-            shape = list(reversed(t.shape.tolist()))
-            writer.add_tensor(t.name, np.asarray(t.data), raw_shape=shape, raw_dtype=t.tensor_type)
-    if extra:
-        writer.add_tensor(extra, np.zeros(4, dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-
-
-def test_loader_rejects_bad_files(gguf_dir: Path, backend: _core.Backend, tmp_path: Path) -> None:
-    src = converted(gguf_dir, "F32")
+def test_loader_rejects_bad_files(tiny_lm_gguf: Path, backend: _core.Backend, tmp_path: Path, rewrite_gguf) -> None:
+    src = tiny_lm_gguf
     missing = tmp_path / "missing.gguf"
     rewrite_gguf(src, missing, drop="llm.layers.1.self_attn.k_norm.weight")
     with pytest.raises(ModelFormatError, match="missing tensor llm.layers.1.self_attn.k_norm.weight"):

@@ -20,21 +20,16 @@ from omnivoice.maskgit import MaskGITConfig, generate, pack_prompts
 from omnivoice.prompt import build_prompt
 from omnivoice.tokenizer import TextTokenizer
 
-convert_lm = pytest.importorskip("omnivoice.convert.lm").convert_lm
-if not hasattr(_core, "LM"):
-    pytest.skip("the C++ LM is not built into this _core", allow_module_level=True)
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 FRAME_RATE = 25
 
 
 @pytest.fixture(scope="module")
-def lm(tmp_path_factory: pytest.TempPathFactory) -> object:
-    path = tmp_path_factory.mktemp("tiny") / "omnivoice-base-F32.gguf"
-    convert_lm(DATA / "tiny_hf", path)
+def lm(tiny_lm_gguf: Path) -> object:
     # One thread: the tiny model gains nothing from more, and threads that wait on each
     # other are slow when the cores are shared with other jobs.
-    return _core.LM(str(path), _core.Backend(1))
+    return _core.LM(str(tiny_lm_gguf), _core.Backend(1))
 
 
 @pytest.fixture(scope="module")
@@ -54,12 +49,13 @@ def test_greedy_generation_equals_upstream(lm: object, runs: list[dict]) -> None
         )
         assert lengths == run["target_lens"]
         prompts = [
-            build_prompt(tokenizer, text, t_len, ref_text=run["ref_text"], ref_codes=ref_codes, lang=lang, instruct=ins)
+            build_prompt(tokenizer, text, t_len, ref_text=run["ref_text"], ref_codes=ref_codes, lang=lang, instruct=ins,
+                         num_codebooks=lm.num_audio_codebook, mask_id=lm.audio_mask_id)
             for text, t_len, lang, ins in zip(run["texts"], lengths, run["langs"], run["instructs"])
         ]
         batch = pack_prompts(prompts)
         session = lm.session(batch.segments)
         config = MaskGITConfig(num_step=run["num_step"], position_temperature=0.0, class_temperature=0.0)
-        tokens = generate(session.forward, batch, config, np.random.default_rng(0))
+        tokens = generate(session.forward, batch, config, np.random.default_rng(0), mask_id=lm.audio_mask_id)
         for got, expected in zip(tokens, run["tokens"]):
             np.testing.assert_array_equal(got, np.array(expected), err_msg=str(run["texts"]))

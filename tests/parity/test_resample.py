@@ -18,7 +18,7 @@ from omnivoice.audio import load_audio
 from omnivoice.audio_tokenizer import AudioTokenizer
 from omnivoice.resample import resample
 
-FIXTURES = Path(__file__).parent / "data" / "fixtures"
+FIXTURES = Path(__file__).parent.parent / "data" / "fixtures"
 # torchaudio evaluates in float32: its sums differ from ours (float64) by rounding, up to
 # 5e-7 on these signals (peak about 0.3).
 ATOL = 2e-6

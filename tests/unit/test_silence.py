@@ -13,7 +13,7 @@ import pytest
 
 from omnivoice.silence import Pcm16, detect_leading_silence, detect_nonsilent, detect_silence
 
-FIXTURES = Path(__file__).parent / "data" / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"
 _NPZ = np.load(FIXTURES / "audio_postprocess.npz")
 CASES = json.loads(str(_NPZ["cases"]))
 RATES = {"speechy22k": 22050, "near24k": 24000}

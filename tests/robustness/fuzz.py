@@ -7,9 +7,9 @@ non-finite result is a failure. Mutations aim at what parsers trust: the header 
 (counts, lengths, dims, types, offsets; overwritten with boundary values), random bytes, and
 truncation.
 
-    python -P tests/fuzz.py --seconds 300 --out /tmp/fuzz     # long runs (scripts/fuzz.sh)
+    python -P tests/robustness/fuzz.py --seconds 300 --out /tmp/fuzz     # long runs (scripts/fuzz.sh)
 
-tests/test_fuzz.py runs a fixed, small set in CI.
+tests/robustness/test_fuzz.py runs a fixed, small set in CI.
 """
 
 from __future__ import annotations
@@ -322,7 +322,7 @@ def main() -> None:
 
         args.model_dir = args.out / "tiny"
         if not (args.model_dir / "omnivoice-base-F32.gguf").exists():
-            convert_model(Path(__file__).parent / "data" / "tiny_hf", args.model_dir)
+            convert_model(Path(__file__).parent.parent / "data" / "tiny_hf", args.model_dir)
     seeds = make_seeds(args.model_dir, args.out)
     end = time.monotonic() + args.seconds
     counts: dict[str, int] = {}

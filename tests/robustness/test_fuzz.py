@@ -1,5 +1,6 @@
 """Mutated model, codes, voice and audio files, each loaded and used in a worker process: every
-outcome is a success or a clean exception (tests/fuzz.py; scripts/fuzz.sh runs it for longer)."""
+outcome is a success or a clean exception (fuzz.py beside this file; scripts/fuzz.sh runs it for
+longer)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ import pytest
 from omnivoice import duration
 from omnivoice.duration import RuleDurationEstimator, estimate_target_tokens, resolve_target_lengths
 
-FIXTURES = Path(__file__).parent / "data" / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +25,7 @@ def ref() -> dict:
         return json.load(f)
 
 
+@pytest.mark.slow
 def test_weight_of_every_code_point() -> None:
     data = np.load(FIXTURES / "python_char_weights.npz")
     starts, weights = data["starts"], data["weights"]

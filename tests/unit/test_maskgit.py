@@ -2,7 +2,7 @@
 
 Expected values: tests/data/fixtures/python_maskgit.json and python_scoring.npz, written by
 tests/reference/dump_python_fixtures.py from upstream omnivoice 0.2.1; the decoding runs
-use the deterministic fake LM of tests/fake_lm.py on both sides.
+use the deterministic fake LM of tests/unit/fake_lm.py on both sides.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from omnivoice.maskgit import (
 from omnivoice.prompt import Prompt
 
 TESTS = Path(__file__).parent
-FIXTURES = TESTS / "data" / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"
 MASK_ID = 1024
 VOCAB = 1025
 
@@ -93,7 +93,8 @@ def test_greedy_runs_equal_upstream(ref: dict) -> None:
     for run in ref["runs"]:
         config = greedy(**run["config"])
         batch = pack_prompts(_prompts(run), guided=config.guidance_scale != 0)
-        tokens = generate(fake_lm.packed_forward(batch.segments, VOCAB), batch, config, np.random.default_rng(0))
+        tokens = generate(fake_lm.packed_forward(batch.segments, VOCAB), batch, config, np.random.default_rng(0),
+                          mask_id=MASK_ID)
         for got, item in zip(tokens, run["items"]):
             np.testing.assert_array_equal(got, np.array(item["tokens"]), err_msg=item["text"])
 
@@ -102,8 +103,8 @@ def test_greedy_uses_no_randomness(ref: dict) -> None:
     run = ref["runs"][0]
     batch = pack_prompts(_prompts(run))
     forward = fake_lm.packed_forward(batch.segments, VOCAB)
-    a = generate(forward, batch, greedy(**run["config"]), np.random.default_rng(1))
-    b = generate(forward, batch, greedy(**run["config"]), np.random.default_rng(2))
+    a = generate(forward, batch, greedy(**run["config"]), np.random.default_rng(1), mask_id=MASK_ID)
+    b = generate(forward, batch, greedy(**run["config"]), np.random.default_rng(2), mask_id=MASK_ID)
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
 
@@ -114,7 +115,8 @@ def test_guided_batch_with_zero_guidance_matches_unguided(ref: dict) -> None:
     outs = []
     for guided in (True, False):
         batch = pack_prompts(_prompts(run), guided=guided)
-        outs.append(generate(fake_lm.packed_forward(batch.segments, VOCAB), batch, config, np.random.default_rng(0)))
+        outs.append(generate(fake_lm.packed_forward(batch.segments, VOCAB), batch, config, np.random.default_rng(0),
+                             mask_id=MASK_ID))
     for x, y in zip(*outs):
         np.testing.assert_array_equal(x, y)
 
@@ -125,10 +127,12 @@ def test_batching_equals_one_by_one(ref: dict) -> None:
     prompts = _prompts(run)
     config = greedy(**run["config"])
     batch = pack_prompts(prompts)
-    together = generate(fake_lm.packed_forward(batch.segments, VOCAB), batch, config, np.random.default_rng(0))
+    together = generate(fake_lm.packed_forward(batch.segments, VOCAB), batch, config, np.random.default_rng(0),
+                        mask_id=MASK_ID)
     for p, expected in zip(prompts, together):
         single = pack_prompts([p])
-        alone = generate(fake_lm.packed_forward(single.segments, VOCAB), single, config, np.random.default_rng(0))
+        alone = generate(fake_lm.packed_forward(single.segments, VOCAB), single, config, np.random.default_rng(0),
+                         mask_id=MASK_ID)
         np.testing.assert_array_equal(alone[0], expected)
 
 
@@ -137,9 +141,9 @@ def test_sampling_is_seeded_and_complete(ref: dict) -> None:
     batch = pack_prompts(_prompts(run))
     forward = fake_lm.packed_forward(batch.segments, VOCAB)
     config = MaskGITConfig(num_step=8, position_temperature=5.0, class_temperature=0.8)
-    a = generate(forward, batch, config, np.random.default_rng(7))
-    b = generate(forward, batch, config, np.random.default_rng(7))
-    c = generate(forward, batch, config, np.random.default_rng(8))
+    a = generate(forward, batch, config, np.random.default_rng(7), mask_id=MASK_ID)
+    b = generate(forward, batch, config, np.random.default_rng(7), mask_id=MASK_ID)
+    c = generate(forward, batch, config, np.random.default_rng(8), mask_id=MASK_ID)
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
     assert any((x != z).any() for x, z in zip(a, c))
@@ -181,7 +185,7 @@ def test_bad_forward_output(extra_rows: int, codebooks: int, vocab: int, fill: f
         return np.full((rows + extra_rows, codebooks, vocab), fill, np.float32)
 
     with pytest.raises(ValueError, match=match):
-        generate(forward, batch, MaskGITConfig(num_step=2), np.random.default_rng(0))
+        generate(forward, batch, MaskGITConfig(num_step=2), np.random.default_rng(0), mask_id=MASK_ID)
 
 
 def test_bad_config_and_arguments() -> None:
@@ -191,10 +195,10 @@ def test_bad_config_and_arguments() -> None:
     batch, _ = _toy_batch()
     forward = fake_lm.packed_forward(batch.segments, VOCAB)
     with pytest.raises(ValueError, match="numpy.random.Generator"):
-        generate(forward, batch, MaskGITConfig(), 0)
+        generate(forward, batch, MaskGITConfig(), 0, mask_id=MASK_ID)
     unguided = pack_prompts([Prompt(batch.input_ids[:, :6], batch.audio_mask[:6], 4)], guided=False)
     with pytest.raises(ValueError, match="guided=True"):
-        generate(forward, unguided, MaskGITConfig(), np.random.default_rng(0))
+        generate(forward, unguided, MaskGITConfig(), np.random.default_rng(0), mask_id=MASK_ID)
     with pytest.raises(ValueError, match="no prompts"):
         pack_prompts([])
 

@@ -31,7 +31,8 @@ def test_snake_threads_agree() -> None:
     rng = np.random.default_rng(1)
     x = rng.standard_normal((1000, 32)).astype(np.float32)
     alpha = rng.uniform(0.5, 2.0, 32).astype(np.float32)
-    np.testing.assert_array_equal(_core.testing.op_snake(x, alpha, n_threads=1), _core.testing.op_snake(x, alpha, n_threads=3))
+    np.testing.assert_array_equal(_core.testing.op_snake(x, alpha, n_threads=1),
+                                  _core.testing.op_snake(x, alpha, n_threads=3))
 
 
 def test_snake_bad_input() -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from omnivoice import OmniVoice, VoiceClonePrompt
 
-FIXTURES = Path(__file__).parent / "data" / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +102,7 @@ LONG_TEXT = ("The first sentence is here. Then a second one follows it. A third 
 LONG = dict(audio_chunk_threshold=1.0, audio_chunk_duration=1.5, num_step=3, position_temperature=0.0)
 
 
+@pytest.mark.slow
 def test_long_form_is_chunked(model: OmniVoice, monkeypatch: pytest.MonkeyPatch) -> None:
     tokens = _capture_tokens(model, monkeypatch)
     (audio,) = model.generate(LONG_TEXT, **LONG)
@@ -109,6 +110,7 @@ def test_long_form_is_chunked(model: OmniVoice, monkeypatch: pytest.MonkeyPatch)
     assert audio.dtype == np.float32 and np.isfinite(audio).all() and np.abs(audio).max() > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("clone", [False, True])
 def test_stream_concatenates_to_generate(model: OmniVoice, clone: bool) -> None:
     kw = dict(LONG, postprocess_output=False, seed=3)
@@ -116,7 +118,7 @@ def test_stream_concatenates_to_generate(model: OmniVoice, clone: bool) -> None:
         enc = np.load(FIXTURES / "codec_encode.npz")
         kw["voice_clone_prompt"] = model.create_voice_clone_prompt((enc["audio_24k"], 24000), "Nice to meet you.")
     whole = model.generate(LONG_TEXT, **kw)[0]
-    chunks = list(model.generate_stream(LONG_TEXT, **kw))
+    chunks = list(model.generate_stream(LONG_TEXT, split="chunk", **kw))
     assert len(chunks) >= 3 and [c.index for c in chunks] == list(range(len(chunks)))
     streamed = np.concatenate([c.audio for c in chunks])
     if clone:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import gguf
 import numpy as np
 import pytest
 import soundfile as sf
@@ -15,8 +14,7 @@ from omnivoice.audio import to_mono
 from omnivoice.audio_tokenizer import AudioTokenizer, load_codes, save_codes
 from omnivoice.codec_cli import main as codec_cli
 
-FIXTURE = Path(__file__).parent / "data" / "fixtures" / "codec_encode.npz"
-TINY_CODEC = Path(__file__).parent / "data" / "tiny_hf" / "audio_tokenizer"
+FIXTURE = Path(__file__).parents[1] / "data" / "fixtures" / "codec_encode.npz"
 
 # F32 on both sides: differences are rounding only. Relative to the reference's largest value.
 REL_TOL = 1e-4
@@ -32,17 +30,6 @@ def rel_err(got: np.ndarray, want: np.ndarray) -> float:
 def ref() -> dict[str, np.ndarray]:
     with np.load(FIXTURE) as f:
         return dict(f)
-
-
-@pytest.fixture(scope="module")
-def tok(tiny_codec_gguf: Path) -> AudioTokenizer:
-    return AudioTokenizer.from_file(tiny_codec_gguf, n_threads=2)
-
-
-@pytest.fixture(scope="module")
-def core(tiny_codec_gguf: Path) -> _core.Codec:
-    """The core codec, for the intermediates the public API does not expose."""
-    return _core.Codec(str(tiny_codec_gguf), _core.Backend(2))
 
 
 def test_encode_stages_match_reference(core: _core.Codec, ref: dict[str, np.ndarray]) -> None:
@@ -136,11 +123,8 @@ def test_core_encode_rejects_bad_input(core: _core.Codec) -> None:
         core.encode(ok, ok16[:8000])
 
 
-def test_decode_only_file_cannot_encode(tmp_path: Path, ref: dict[str, np.ndarray]) -> None:
-    from omnivoice.convert import convert_codec
-
-    path = tmp_path / "decode-only.gguf"
-    convert_codec(TINY_CODEC, path, encoder=False)
+def test_decode_only_file_cannot_encode(tiny_gguf, ref: dict[str, np.ndarray]) -> None:
+    path = tiny_gguf("codec", "F32", encoder=False)
     tok = AudioTokenizer.from_file(path, n_threads=1)
     assert not tok.has_encoder
     with pytest.raises(ValueError, match="no encoder"):
@@ -149,39 +133,15 @@ def test_decode_only_file_cannot_encode(tmp_path: Path, ref: dict[str, np.ndarra
         _core.Codec(str(path), _core.Backend(1)).encode(ref["audio_24k"], ref["audio_16k"])
 
 
-def test_f16_codec_encodes_close_to_reference(tmp_path: Path, ref: dict[str, np.ndarray]) -> None:
-    from omnivoice.convert import convert_codec
-
-    path = tmp_path / "tiny-F16.gguf"
-    convert_codec(TINY_CODEC, path, codec_type="F16")
+@pytest.mark.slow
+def test_f16_codec_encodes_close_to_reference(tiny_gguf, ref: dict[str, np.ndarray]) -> None:
+    path = tiny_gguf("codec", "F16")
     codes = AudioTokenizer.from_file(path, n_threads=2).encode(ref["audio_24k"], 24000)
     # F16 weights move the latent by ~1e-3 relative: the first codebooks hold, late residual
     # ones may flip a few entries.
     assert codes.shape == ref["codes"].shape
     np.testing.assert_array_equal(codes[:4], ref["codes"][:4])
     assert (codes == ref["codes"]).mean() > 0.9
-
-
-def rewrite(src: Path, dst: Path, overrides: dict[str, object], drop: str = "", to_f16: str = "") -> None:
-    """Copies the GGUF ``src`` to ``dst`` with some metadata values replaced (same types),
-    tensor ``drop`` left out and tensor ``to_f16`` stored as F16."""
-    reader = gguf.GGUFReader(src)
-    writer = gguf.GGUFWriter(dst, reader.fields["general.architecture"].contents())
-    writer.data_alignment = reader.alignment  # general.alignment is copied below
-    for key, field in reader.fields.items():
-        if key.startswith("GGUF.") or key == "general.architecture":
-            continue
-        sub_type = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(key, overrides.get(key, field.contents()), field.types[0], sub_type=sub_type)
-    for t in reader.tensors:
-        if t.name == to_f16:
-            writer.add_tensor(t.name, np.asarray(t.data).astype(np.float16))
-        elif t.name != drop:
-            writer.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
 
 
 @pytest.mark.parametrize(
@@ -198,14 +158,21 @@ def rewrite(src: Path, dst: Path, overrides: dict[str, object], drop: str = "", 
     ],
 )
 def test_bad_encoder_file(
-    tiny_codec_gguf: Path, tmp_path: Path, overrides: dict[str, object], drop: str, to_f16: str, match: str
+    tiny_codec_gguf: Path,
+    tmp_path: Path,
+    rewrite_gguf,
+    overrides: dict[str, object],
+    drop: str,
+    to_f16: str,
+    match: str,
 ) -> None:
     path = tmp_path / "bad.gguf"
-    rewrite(tiny_codec_gguf, path, overrides, drop, to_f16)
+    rewrite_gguf(tiny_codec_gguf, path, overrides=overrides, drop=drop, to_f16=to_f16)
     with pytest.raises(ValueError, match=match):
         AudioTokenizer.from_file(path, n_threads=1)
 
 
+@pytest.mark.slow
 def test_cli_round_trip(tiny_codec_gguf: Path, tmp_path: Path, ref: dict[str, np.ndarray]) -> None:
     wav = tmp_path / "clip.wav"
     # A 48 kHz float file of the fixture signal plus half a frame the CLI drops.

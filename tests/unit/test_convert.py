@@ -23,7 +23,7 @@ from omnivoice import _core
 from omnivoice.convert import convert_codec, convert_lm, convert_model
 from omnivoice.convert.__main__ import main as convert_main
 
-TINY = Path(__file__).parent / "data" / "tiny_hf"
+TINY = Path(__file__).parents[1] / "data" / "tiny_hf"
 Q = gguf.GGMLQuantizationType
 
 # (LM --outtype, --codec-type): every LM type once, both codec types.

@@ -15,7 +15,7 @@ import pytest
 
 from omnivoice import audio, postprocess
 
-FIXTURES = Path(__file__).parent / "data" / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"
 _NPZ = np.load(FIXTURES / "audio_postprocess.npz")
 CASES = json.loads(str(_NPZ["cases"]))
 
@@ -116,7 +116,9 @@ def test_truncate_to_hop() -> None:
 
 def test_mono_1d_matches_2d() -> None:
     wave = signal("speechy12k")
-    np.testing.assert_array_equal(postprocess.remove_silence(wave[0], 12000), postprocess.remove_silence(wave, 12000)[0])
+    np.testing.assert_array_equal(
+        postprocess.remove_silence(wave[0], 12000), postprocess.remove_silence(wave, 12000)[0]
+    )
     np.testing.assert_array_equal(
         postprocess.post_process_audio(wave[0], 12000, None), postprocess.post_process_audio(wave, 12000, None)[0]
     )

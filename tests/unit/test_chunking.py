@@ -9,7 +9,7 @@ import pytest
 
 from omnivoice.chunking import add_punctuation, chunk_text_for_generation, chunk_text_punctuation
 
-FIXTURES = Path(__file__).parent / "data" / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"
 DATA = json.loads((FIXTURES / "text_chunking.json").read_text(encoding="utf-8"))
 
 

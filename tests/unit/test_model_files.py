@@ -63,7 +63,7 @@ def test_hub_id_offline_gives_a_readable_error(monkeypatch: pytest.MonkeyPatch, 
 
 
 def test_snapshot_is_converted_once_into_the_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    snapshot = Path(__file__).parent / "data" / "tiny_hf"
+    snapshot = Path(__file__).parents[1] / "data" / "tiny_hf"
     monkeypatch.setenv("OMNIVOICE_CACHE", str(tmp_path / "cache"))
     files = resolve_model(snapshot)
     assert files.lm.name == "omnivoice-base-BF16.gguf" and files.lm.is_file()

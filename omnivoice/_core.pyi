@@ -1,0 +1,146 @@
+"""Type stub of ``omnivoice._core``, the pybind11 module built from csrc/bindings/.
+
+The production surface (Backend, ModelFormatError, Codec, LM, LMSession) is bound in
+csrc/bindings/{module,codec,lm}.cpp; ``testing`` (csrc/bindings/testing/) holds the op,
+capture and GGUF hooks only the test suite uses.
+"""
+
+from typing import Any, Optional
+
+import numpy as np
+import numpy.typing as npt
+
+class ModelFormatError(ValueError):
+    """A GGUF file that cannot be used: truncated, wrong arch, missing or misshaped tensor."""
+
+class ModelFileNotFoundError(FileNotFoundError, ModelFormatError):
+    """A model file that does not exist."""
+
+class Backend:
+    """A ggml compute backend (best device, CPU fallback)."""
+
+    def __init__(self, n_threads: int = 0) -> None: ...
+    n_threads: int
+    @property
+    def name(self) -> str: ...
+    @property
+    def is_cpu(self) -> bool: ...
+
+class Codec:
+    """The Higgs Audio v2 audio tokenizer, loaded from an omnivoice-tokenizer GGUF."""
+
+    def __init__(self, path: str, backend: Backend) -> None: ...
+    @property
+    def metadata(self) -> dict[str, Any]: ...
+    @property
+    def sample_rate(self) -> int: ...
+    @property
+    def semantic_sample_rate(self) -> int: ...
+    @property
+    def hop_length(self) -> int: ...
+    @property
+    def frame_rate(self) -> int: ...
+    @property
+    def n_codebooks(self) -> int: ...
+    @property
+    def codebook_size(self) -> int: ...
+    @property
+    def has_encoder(self) -> bool: ...
+    fused_snake: bool
+    def decode(self, codes: npt.ArrayLike) -> npt.NDArray[np.float32]: ...
+    def encode(self, wave: npt.ArrayLike, wave16: npt.ArrayLike) -> npt.NDArray[np.int32]: ...
+
+class LMSession:
+    """A fixed packing of segments with its graph allocated once."""
+
+    @property
+    def n_tokens(self) -> int: ...
+    @property
+    def n_target(self) -> int: ...
+    @property
+    def segments(self) -> list[tuple[int, int, int]]: ...
+    def forward(self, input_ids: npt.ArrayLike, audio_mask: npt.ArrayLike) -> npt.NDArray[np.float32]: ...
+
+class LM:
+    """OmniVoice's language model (Qwen3 body, audio embeddings and heads) from an omnivoice-lm GGUF."""
+
+    def __init__(self, path: str, backend: Backend) -> None: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def metadata(self) -> dict[str, Any]: ...
+    @property
+    def n_layer(self) -> int: ...
+    @property
+    def hidden_size(self) -> int: ...
+    @property
+    def intermediate_size(self) -> int: ...
+    @property
+    def n_head(self) -> int: ...
+    @property
+    def n_head_kv(self) -> int: ...
+    @property
+    def head_dim(self) -> int: ...
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def context_length(self) -> int: ...
+    @property
+    def num_audio_codebook(self) -> int: ...
+    @property
+    def audio_vocab_size(self) -> int: ...
+    @property
+    def audio_mask_id(self) -> int: ...
+    @property
+    def audio_codebook_weights(self) -> list[float]: ...
+    def session(self, segments: list[tuple[int, int, int]]) -> LMSession: ...
+
+# The `_core.testing` submodule (a module at run time; a class here, as a stub file cannot
+# declare a submodule of an extension module).
+class testing:
+    @staticmethod
+    def read_gguf(path: str, arch: str, backend: Backend) -> tuple[dict[str, Any], dict[str, str]]: ...
+    @staticmethod
+    def check_gguf(path: str, arch: str, backend: Backend, tensors: dict[str, list[int]]) -> None: ...
+    @staticmethod
+    def decode_capture(codec: Codec, codes: npt.ArrayLike, names: list[str]) -> dict[str, np.ndarray]: ...
+    @staticmethod
+    def encode_capture(
+        codec: Codec, wave: npt.ArrayLike, wave16: npt.ArrayLike, names: list[str]
+    ) -> dict[str, np.ndarray]: ...
+    @staticmethod
+    def op_snake(x: npt.ArrayLike, alpha: npt.ArrayLike, fused: bool = True, n_threads: int = 2) -> np.ndarray: ...
+    @staticmethod
+    def op_conv1d(
+        x: npt.ArrayLike,
+        weight: npt.ArrayLike,
+        bias: Optional[npt.ArrayLike] = None,
+        residual: Optional[npt.ArrayLike] = None,
+        stride: int = 1,
+        padding: int = 0,
+        dilation: int = 1,
+        n_threads: int = 2,
+    ) -> np.ndarray: ...
+    @staticmethod
+    def op_gelu_erf(x: npt.ArrayLike, bias: Optional[npt.ArrayLike] = None, n_threads: int = 2) -> np.ndarray: ...
+    @staticmethod
+    def op_norm(
+        x: npt.ArrayLike,
+        weight: npt.ArrayLike,
+        bias: npt.ArrayLike,
+        eps: float,
+        over_time: bool,
+        residual: Optional[npt.ArrayLike] = None,
+        x_bias: Optional[npt.ArrayLike] = None,
+        n_threads: int = 2,
+    ) -> np.ndarray: ...
+    @staticmethod
+    def op_rvq_encode(
+        x: npt.ArrayLike,
+        w_in: npt.ArrayLike,
+        b_in: npt.ArrayLike,
+        embed: npt.ArrayLike,
+        w_out: npt.ArrayLike,
+        b_out: npt.ArrayLike,
+        n_threads: int = 2,
+    ) -> np.ndarray: ...

@@ -1,0 +1,22 @@
+"""The tiny codec as the codec parity tests share it: through the public API and the core."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from omnivoice import _core
+from omnivoice.audio_tokenizer import AudioTokenizer
+
+
+@pytest.fixture(scope="session")
+def tok(tiny_codec_gguf: Path) -> AudioTokenizer:
+    # One thread: the tiny codec gains little from more on shared cores.
+    return AudioTokenizer.from_file(tiny_codec_gguf, n_threads=1)
+
+
+@pytest.fixture(scope="session")
+def core(tiny_codec_gguf: Path) -> _core.Codec:
+    """The core codec, for what the public API does not expose (intermediates, Snake form)."""
+    return _core.Codec(str(tiny_codec_gguf), _core.Backend(1))
