@@ -13,7 +13,7 @@ import time
 import libggml
 
 # ggml_type values (ggml.h).
-GGML_TYPES = {"F32": 0, "F16": 1, "Q8_0": 8, "BF16": 30}
+GGML_TYPES = {"F32": 0, "F16": 1, "Q8_0": 8, "BF16": 30, "Q4_K_M": 12}  # Q4_K_M: its main type, Q4_K
 
 
 class _InitParams(ctypes.Structure):

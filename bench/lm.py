@@ -2,7 +2,8 @@
 
 One MaskGIT step of one item at an auto-voice shape (cond 300 + uncond 250 tokens) and a cloning
 shape (cond 1900 + uncond 350), with the full-size random LM. Ours runs the packed sequence
-(cond S + uncond T tokens) from omnivoice-base-{F32,BF16,Q8_0}.gguf; the reference runs
+(cond S + uncond T tokens) from omnivoice-base-{F32,BF16,Q8_0}.gguf (--types adds Q4_K_M, e.g.
+omnivoice.cpp's file or `omnivoice-convert --outtype Q4_K_M`, in --gguf-dir); the reference runs
 upstream's padded [2, 8, S] batch with its 4-D bool mask in float32 and bfloat16, in its own venv
 (--ref-python) through bench/lm_ref.py. Prints median seconds of --repeats runs, the ratios
 ours / PyTorch, our achieved GFLOP/s next to ggml's own matmul rate (weight hidden x ffn), and

@@ -47,7 +47,7 @@ def convert_model(
     Args:
         model_dir: the snapshot directory (with ``audio_tokenizer/`` inside).
         outdir: where to write; created when missing.
-        outtype: LM 2-D weights: F32, F16, BF16 or Q8_0.
+        outtype: LM 2-D weights: F32, F16, BF16, Q8_0 or Q4_K_M.
         codec_type: codec weights: F32 or F16.
         encoder: False writes a decode-only codec.
 

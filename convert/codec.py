@@ -13,7 +13,7 @@ from .checkpoint import Checkpoint
 from .config import Config
 from .writer import PlannedTensor, WrittenFile, write_gguf
 
-__all__ = ["CODEC_ARCH", "CODEC_TYPES", "CodecHparams", "convert_codec"]
+__all__ = ["CODEC_ARCH", "CODEC_TYPES", "CodecHparams", "convert_codec", "gguf_name", "is_training_only"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,8 @@ RENAMED = {"semantic_model.": "hubert."}
 DAC_RES_UNITS = ("res_unit1", "res_unit2", "res_unit3")
 
 
-def _is_training_only(name: str) -> bool:
+def is_training_only(name: str) -> bool:
+    """Whether checkpoint tensor ``name`` is used only in training (dropped from the GGUF)."""
     # EMA codebook statistics, the semantic reconstruction branch (fc1 -> decoder_semantic),
     # and HuBERT's SpecAugment mask vector: none of them is used to encode or decode.
     return (
@@ -300,7 +301,7 @@ def convert_codec(codec_dir: Path, out_path: Path, codec_type: str = "F32", enco
     # Without the encoder its tensors are skipped (and may be absent), but are not unexpected.
     for name in known.difference(kept):
         used.update(ckpt.weight_keys(name) or [])
-    unexpected = [n for n in ckpt.names() if n not in used and not _is_training_only(n)]
+    unexpected = [n for n in ckpt.names() if n not in used and not is_training_only(n)]
     if unexpected:
         raise ValueError(f"{codec_dir}: unexpected tensor {unexpected[0]} ({len(unexpected)} in all)")
 

@@ -13,7 +13,7 @@ from .config import Config
 from .text_tokenizer import TextVocab, read_text_vocab
 from .writer import PlannedTensor, WrittenFile, write_gguf
 
-__all__ = ["LM_ARCH", "LM_TYPES", "LMHparams", "convert_lm"]
+__all__ = ["LM_ARCH", "LM_TYPES", "LMHparams", "convert_lm", "lm_tensor_type"]
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +25,8 @@ LM_TYPES: dict[str, tuple[gguf.GGMLQuantizationType, gguf.LlamaFileType]] = {
     "F16": (gguf.GGMLQuantizationType.F16, gguf.LlamaFileType.MOSTLY_F16),
     "BF16": (gguf.GGMLQuantizationType.BF16, gguf.LlamaFileType.MOSTLY_BF16),
     "Q8_0": (gguf.GGMLQuantizationType.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0),
+    # omnivoice.cpp's mix (see lm_tensor_type): mostly Q4_K, some tensors Q6_K.
+    "Q4_K_M": (gguf.GGMLQuantizationType.Q4_K, gguf.LlamaFileType.MOSTLY_Q4_K_M),
 }
 
 # metadata key suffix -> added token of OmniVoice's prompt format
@@ -159,6 +161,40 @@ def _add_metadata(w: gguf.GGUFWriter, hp: LMHparams, vocab: TextVocab, file_type
         w.add_pad_token_id(vocab.pad_id)
 
 
+def _bumped(il: int, n_layer: int) -> bool:
+    # omnivoice.cpp's Q4_K_M layers (tools/quantize.cpp): the first ninth, the last seventh and
+    # every third layer; 14 of 28.
+    return il < n_layer // 9 or il >= n_layer - n_layer // 7 or il % 3 == 0
+
+
+def lm_tensor_type(outtype: str, name: str, shape: tuple[int, ...], n_layer: int) -> gguf.GGMLQuantizationType:
+    """Storage type of LM tensor ``name`` (PyTorch ``shape``) in an ``outtype`` file.
+
+    1-D tensors stay F32. Q4_K_M is omnivoice.cpp's mix (its quantize tool's, after
+    llama.cpp's): Q6_K for the two embedding tables and for ``v_proj`` and ``down_proj`` in the
+    layers :func:`_bumped` picks, Q4_K for the rest; a tensor whose rows are not a multiple of
+    256 is stored Q8_0 instead.
+
+    Raises:
+        ValueError: ``outtype`` is unknown.
+    """
+    if outtype not in LM_TYPES:
+        raise ValueError(f"unknown LM type {outtype!r}; choose one of {', '.join(LM_TYPES)}")
+    if len(shape) != 2:
+        return gguf.GGMLQuantizationType.F32
+    qtype = LM_TYPES[outtype][0]
+    if outtype == "Q4_K_M":
+        parts = name.split(".")
+        bumped = len(parts) > 3 and parts[1] == "layers" and _bumped(int(parts[2]), n_layer)
+        if name in ("llm.embed_tokens.weight", "audio_embeddings.weight") or (
+            bumped and parts[-2] in ("v_proj", "down_proj")
+        ):
+            qtype = gguf.GGMLQuantizationType.Q6_K
+        if shape[-1] % 256:
+            qtype = gguf.GGMLQuantizationType.Q8_0
+    return qtype
+
+
 def convert_lm(model_dir: Path, out_path: Path, outtype: str = "F32") -> WrittenFile:
     """Converts the LM of an OmniVoice snapshot to an ``omnivoice-lm`` GGUF.
 
@@ -166,7 +202,8 @@ def convert_lm(model_dir: Path, out_path: Path, outtype: str = "F32") -> Written
         model_dir: the snapshot (``config.json``, ``model.safetensors`` or shards + index,
             ``tokenizer.json``, ``tokenizer_config.json``).
         out_path: the GGUF to write.
-        outtype: storage of the 2-D weights: F32, F16, BF16 or Q8_0; 1-D weights stay F32.
+        outtype: storage of the 2-D weights: F32, F16, BF16, Q8_0 or Q4_K_M (a mix, see
+            :func:`lm_tensor_type`); 1-D weights stay F32.
 
     Returns:
         A summary of the written file.
@@ -184,7 +221,7 @@ def convert_lm(model_dir: Path, out_path: Path, outtype: str = "F32") -> Written
     if len(vocab.tokens) > hp.n_vocab:
         raise ValueError(f"tokenizer has {len(vocab.tokens)} tokens, more than the LM vocab_size {hp.n_vocab}")
     ckpt = Checkpoint(model_dir)
-    qtype, file_type = LM_TYPES[outtype]
+    file_type = LM_TYPES[outtype][1]
 
     planned: list[PlannedTensor] = []
     used = set(DROPPED)
@@ -193,7 +230,7 @@ def convert_lm(model_dir: Path, out_path: Path, outtype: str = "F32") -> Written
         if got != shape:
             raise ValueError(f"tensor {name} has shape {list(got)}, expected {list(shape)} from config.json")
         used.update(keys)
-        planned.append(PlannedTensor(name, shape, qtype if len(shape) == 2 else gguf.GGMLQuantizationType.F32, load))
+        planned.append(PlannedTensor(name, shape, lm_tensor_type(outtype, name, shape, hp.n_layer), load))
     unexpected = [n for n in ckpt.names() if n not in used]
     if unexpected:
         raise ValueError(f"{model_dir}: unexpected tensor {unexpected[0]} ({len(unexpected)} in all)")

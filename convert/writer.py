@@ -20,6 +20,14 @@ MAX_NAME_BYTES = 63
 # Tensor data starts on cache lines (`general.alignment`): with gguf's default 32 every weight
 # the CPU maps in place sits mid-line, and the LM's BF16 step ran ~4% slower.
 DATA_ALIGNMENT = 64
+# Types gguf-py cannot quantise (the K-quants): ggml does them.
+_GGML_QUANTIZED = {
+    gguf.GGMLQuantizationType.Q2_K,
+    gguf.GGMLQuantizationType.Q3_K,
+    gguf.GGMLQuantizationType.Q4_K,
+    gguf.GGMLQuantizationType.Q5_K,
+    gguf.GGMLQuantizationType.Q6_K,
+}
 
 
 @dataclass(frozen=True)
@@ -61,7 +69,13 @@ def _encode(t: PlannedTensor) -> np.ndarray:
         raise ValueError(f"tensor {t.name}: got shape {data.shape}, planned {t.shape}")
     if not np.all(np.isfinite(data)):
         raise ValueError(f"tensor {t.name}: holds NaN or infinite values")
-    out = gguf.quants.quantize(data, t.qtype)
+    if t.qtype in _GGML_QUANTIZED:
+        from omnivoice import _core  # ggml's own quantiser, through the package's C++ core
+
+        out = _core.quantize(data.reshape(-1, data.shape[-1]), t.qtype.name)
+        out = out.reshape(*data.shape[:-1], out.shape[-1])
+    else:
+        out = gguf.quants.quantize(data, t.qtype)
     if t.qtype == gguf.GGMLQuantizationType.F16 and not np.all(np.isfinite(out)):
         raise ValueError(f"tensor {t.name}: values exceed the float16 range; convert it as F32")
     return out

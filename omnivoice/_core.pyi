@@ -1,7 +1,7 @@
 """Type stub of ``omnivoice._core``, the pybind11 module built from csrc/bindings/.
 
-The production surface (Backend, ModelFormatError, Codec, LM, LMSession) is bound in
-csrc/bindings/{module,codec,lm}.cpp; ``testing`` (csrc/bindings/testing/) holds the op,
+The production surface (Backend, ModelFormatError, Codec, LM, LMSession, quantize) is bound in
+csrc/bindings/{module,codec,lm,quantize}.cpp; ``testing`` (csrc/bindings/testing/) holds the op,
 capture and GGUF hooks only the test suite uses.
 """
 
@@ -94,6 +94,10 @@ class LM:
     @property
     def audio_codebook_weights(self) -> list[float]: ...
     def session(self, segments: list[tuple[int, int, int]]) -> LMSession: ...
+
+# ggml_quantize_chunk on the rows of float32 x [rows, n_per_row] to ggml type `type` ("q4_K"):
+# uint8 [rows, row bytes] (csrc/bindings/quantize.cpp; the converter's K-quants).
+def quantize(x: npt.ArrayLike, type: str) -> npt.NDArray[np.uint8]: ...
 
 # The `_core.testing` submodule (a module at run time; a class here, as a stub file cannot
 # declare a submodule of an extension module).

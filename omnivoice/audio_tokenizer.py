@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 from . import _core
 from .audio import to_mono
+from .model_files import codec_in_our_layout
 from .threads import resolve_n_threads, usable_cores
 
 __all__ = ["AudioTokenizer", "load_codes", "save_codes"]
@@ -50,7 +51,8 @@ class AudioTokenizer:
         """Loads the codec from a GGUF file.
 
         Args:
-            path: An ``omnivoice-tokenizer-*.gguf`` file written by ``omnivoice-convert``.
+            path: An ``omnivoice-tokenizer-*.gguf`` file written by ``omnivoice-convert``, or
+                omnivoice.cpp's (converted once into the cache).
             n_threads: CPU threads for compute, at most the usable cores (more is capped with a
                 warning); None uses every usable core.
 
@@ -67,7 +69,7 @@ class AudioTokenizer:
         if not path.is_file():
             raise FileNotFoundError(f"codec GGUF not found: {path}")
         backend = _core.Backend(resolve_n_threads(n_threads) or usable_cores())
-        codec = _core.Codec(str(path), backend)
+        codec = _core.Codec(str(codec_in_our_layout(path)), backend)
         logger.info("loaded codec %s (%d codebooks, %d Hz)", path, codec.n_codebooks, codec.sample_rate)
         return cls(codec)
 

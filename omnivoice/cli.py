@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
-import json
 import sys
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ import numpy as np
 
 from ._cli import (check_output_path, finite_float, non_negative_float, non_negative_int, positive_float,
                    positive_int, run_command)
+from .batch import write_audio_file
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -67,10 +67,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep the reference audio and transcript as given (no silence trim, no punctuation)")
     p.add_argument("--no-postprocess", action="store_true", help="return the raw decode (no silence removal, fade, pad)")
     p.add_argument("--threads", type=positive_int,
-                   help="CPU threads, at most the usable cores (default: the cores other processes leave idle)")
+                   help="CPU threads, at most the usable cores (default: the cores other processes leave idle); "
+                        "with --ray, per actor (default: the cluster's CPUs divided among the actors)")
     p.add_argument("--batch", help="JSONL file, one request per line (keys: text, output, and any of lang, "
                                    "instruct, duration, speed, ref_wav, ref_text, voice, seed); -o names "
                                    "the output directory for lines without 'output'")
+    p.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                   help="run the --batch job on Ray (pip install omnivoice-ggml[ray]): no ADDRESS starts a "
+                        "local Ray, 'auto' joins the running cluster. Existing outputs are skipped; "
+                        "-o/manifest.jsonl reports each request")
+    p.add_argument("--actors", type=positive_int, default=1,
+                   help="with --ray: actors, each holding one model (default: %(default)s)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -162,16 +169,6 @@ class _AudioOut:
         self._writer.close()
 
 
-def _write_file(path: Union[str, Path], audio: np.ndarray, model_rate: int, rate: Optional[int], fmt: str) -> None:
-    from .audio import write_wav
-
-    if rate is not None and rate != model_rate:
-        import soxr
-
-        audio = soxr.resample(audio, model_rate, rate).astype(np.float32)
-    write_wav(path, audio, rate or model_rate, fmt)
-
-
 def _voice_kwargs(model: Any, req: dict[str, Any], preprocess: bool) -> dict[str, Any]:
     from .model import VoiceClonePrompt
 
@@ -194,6 +191,13 @@ def _gen_kwargs(args: argparse.Namespace, req: dict[str, Any]) -> dict[str, Any]
         duration=req.get("duration"),
         speed=req.get("speed"),
         seed=req.get("seed"),
+        **_settings(args),
+    )
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The generation settings that flags give for every request."""
+    return dict(
         num_step=args.steps,
         guidance_scale=args.guidance,
         audio_chunk_duration=args.chunk_duration,
@@ -244,7 +248,7 @@ def _speak_lines(model: Any, text: Union[str, Iterator[str]], args: argparse.Nam
         audio = np.concatenate([c.audio for c in model.generate_stream(line, progress=progress, split=args.split,
                                                                        **kwargs)])
         path = outdir / f"{n:04d}.wav"
-        _write_file(path, audio, model.sampling_rate, args.sample_rate, args.format)
+        write_audio_file(path, audio, model.sampling_rate, args.sample_rate, args.format)
         print(path, flush=True)
         if "voice_clone_prompt" not in kwargs:
             kwargs = {**kwargs, "voice_clone_prompt": model.create_voice_clone_prompt(
@@ -271,46 +275,58 @@ def _dub(model: Any, args: argparse.Namespace, kwargs: dict[str, Any], progress:
     for i, chunk in enumerate(model.generate_pieces(pieces, progress=progress, **kwargs)):
         timeline.place(i, chunk.audio)
         progress("cues", i + 1, len(cues))
-    _write_file(args.output, timeline.audio, model.sampling_rate, args.sample_rate, args.format)
+    write_audio_file(args.output, timeline.audio, model.sampling_rate, args.sample_rate, args.format)
+
+
+def _run_batch(args: argparse.Namespace, base: dict[str, Any], progress: _Progress) -> None:
+    from .batch import BatchRunner, RequestError, read_requests
+    from .model import OmniVoice
+
+    if args.output == "-":
+        raise ValueError("--batch writes files: give -o a directory, not -")
+    if args.ray is not None:
+        return _run_ray(args, base)
+    requests = read_requests(args.batch, args.output, base)
+    for req in requests:
+        if isinstance(req, RequestError):
+            raise ValueError(f"{args.batch}:{req.id}: {req.message}")
+    model = OmniVoice.from_pretrained(args.model, codec=args.codec, n_threads=args.threads)
+    runner = BatchRunner(model, args.format, sample_rate=args.sample_rate, **_settings(args))
+    for n, req in enumerate(requests, 1):
+        runner.run(req, progress=progress)
+        progress("requests", n, len(requests))
+
+
+def _run_ray(args: argparse.Namespace, base: dict[str, Any]) -> None:
+    try:
+        from . import distributed
+    except ImportError as e:
+        raise RuntimeError(f"--ray needs Ray: pip install 'omnivoice-ggml[ray]' ({e})") from None
+    distributed.init(args.ray or None)
+    summary = distributed.run_batch(
+        args.batch, args.output, args.model, codec=args.codec, actors=args.actors, threads_per_actor=args.threads,
+        fmt=args.format, sample_rate=args.sample_rate, defaults=base, progress=not args.quiet, **_settings(args))
+    if not args.quiet:
+        print(f"{summary.ok} written, {summary.skipped} skipped, {summary.failed} failed; "
+              f"{summary.audio_seconds:.1f} s of audio in {summary.wall_seconds:.1f} s; manifest: "
+              f"{summary.manifest}", file=sys.stderr)
+    if summary.failed:
+        raise RuntimeError(f"{summary.failed} of {summary.total} requests failed: see {summary.manifest}")
 
 
 def _run(args: argparse.Namespace) -> None:
     from .model import OmniVoice
 
     progress = _Progress(not args.quiet)
-    if not (args.batch or args.stream_by_line) and args.output != "-":  # those two write into a directory
-        check_output_path(args.output)
-    model = OmniVoice.from_pretrained(args.model, codec=args.codec, n_threads=args.threads)
     base = {k: getattr(args, k) for k in ("lang", "instruct", "duration", "speed", "seed")}
     base.update(ref_wav=args.ref_wav, ref_text=args.ref_text, voice=args.voice)
-
     if args.batch:
-        outdir = Path(args.output)
-        if args.output == "-":
-            raise ValueError("--batch writes files: give -o a directory, not -")
-        outdir.mkdir(parents=True, exist_ok=True)
-        lines = [ln for ln in Path(args.batch).read_text(encoding="utf-8").splitlines() if ln.strip()]
-        for n, line in enumerate(lines, 1):
-            try:
-                fields = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{args.batch}:{n}: not valid JSON ({e.msg})") from None
-            if not isinstance(fields, dict):
-                raise ValueError(f"{args.batch}:{n}: must be a JSON object such as {{\"text\": ...}}, "
-                                 f"got a JSON {type(fields).__name__}")
-            req = {**base, **fields}
-            if not isinstance(req.get("text"), str) or not req["text"].strip():
-                raise ValueError(f"{args.batch}:{n}: needs a non-empty 'text'")
-            out = outdir / str(req.get("output", f"{n:04d}.wav"))
-            try:
-                check_output_path(out)
-                audio = model.generate(req["text"], **_voice_kwargs(model, req, not args.no_preprocess),
-                                       **_gen_kwargs(args, req), progress=progress)[0]
-            except (TypeError, ValueError) as e:  # the message names the key (seed, duration, ...)
-                raise type(e)(f"{args.batch}:{n}: {e}") from None
-            _write_file(out, audio, model.sampling_rate, args.sample_rate, args.format)
-            progress("requests", n, len(lines))
-        return
+        return _run_batch(args, base, progress)
+    if args.ray is not None:
+        raise ValueError("--ray runs a --batch job: give --batch FILE")
+    if not args.stream_by_line and args.output != "-":  # --stream-by-line writes into a directory
+        check_output_path(args.output)
+    model = OmniVoice.from_pretrained(args.model, codec=args.codec, n_threads=args.threads)
 
     voice = _voice_kwargs(model, base, not args.no_preprocess)
     if args.save_voice:

@@ -54,6 +54,16 @@ class OmniVoiceGenerationConfig(MaskGITConfig):
             raise TypeError(f"unknown generation argument(s): {', '.join(unknown)}")
         return cls(**kwargs)
 
+    @classmethod
+    def for_request(cls, config: Optional["OmniVoiceGenerationConfig"],
+                    kwargs: dict[str, Any]) -> "OmniVoiceGenerationConfig":
+        """The checked config of one request: ``config`` (checked again, as its fields may have
+        changed since it was made) or, without one, a config built from ``kwargs``."""
+        if config is None:
+            return cls.from_dict(kwargs)  # checked as it is made
+        config.validate()
+        return config
+
     def validate(self) -> None:
         super().validate()
         if not check_finite(self.audio_chunk_duration, "audio_chunk_duration") > 0:
@@ -127,13 +137,16 @@ class OmniVoice:
 
         Args:
             model: The LM GGUF (``omnivoice-base-*.gguf``; the codec GGUF is found beside it), a
-                directory holding both GGUFs, a Hugging Face snapshot directory (converted once
-                into ``~/.cache/omnivoice``), or a Hub id such as ``"k2-fsa/OmniVoice"``.
-            codec: The codec GGUF, when it is not beside the LM.
+                directory holding both GGUFs (ours or omnivoice.cpp's), a Hugging Face snapshot
+                directory (converted once into ``~/.cache/omnivoice``), or a Hub id such as
+                ``"k2-fsa/OmniVoice"`` or that of a repository of GGUFs.
+            codec: The codec GGUF, when it is not beside the LM. An omnivoice.cpp codec file is
+                converted once into the cache.
             n_threads: CPU threads, at most the usable cores (more is capped, with a warning).
                 ``None`` (default) follows the machine's load: each MaskGIT step runs on the
                 cores other processes left idle during the previous steps (see README, Threads).
-            convert_type: LM weight type used when a snapshot must be converted.
+            convert_type: LM weight type a snapshot is converted to, or downloaded from a Hub
+                repository of GGUFs.
         """
         n_threads = resolve_n_threads(n_threads)
         files = resolve_model(model, codec, convert_type=convert_type)
@@ -208,8 +221,7 @@ class OmniVoice:
         Raises:
             Cancelled: ``cancel`` was set.
         """
-        config = generation_config or OmniVoiceGenerationConfig.from_dict(kwargs)
-        config.validate()  # before any work
+        config = OmniVoiceGenerationConfig.for_request(generation_config, kwargs)  # before any work
         check = as_cancel_check(cancel)
         rng = np.random.default_rng(check_seed(seed))
         items = self.pipeline.prepare(text, language, ref_text, ref_audio, voice_clone_prompt, instruct,
@@ -275,8 +287,7 @@ class OmniVoice:
         Raises:
             Cancelled: ``cancel`` was set; the generator is finished.
         """
-        config = generation_config or OmniVoiceGenerationConfig.from_dict(kwargs)
-        config.validate()  # before any work
+        config = OmniVoiceGenerationConfig.for_request(generation_config, kwargs)  # before any work
         check = as_cancel_check(cancel)
         if split not in ("sentence", "chunk"):
             raise ValueError(f"split must be 'sentence' or 'chunk', got {split!r}")
@@ -336,8 +347,7 @@ class OmniVoice:
         Yields:
             :class:`AudioChunk` per piece, float32 at :attr:`sampling_rate`.
         """
-        config = generation_config or OmniVoiceGenerationConfig.from_dict(kwargs)
-        config.validate()
+        config = OmniVoiceGenerationConfig.for_request(generation_config, kwargs)
         check = as_cancel_check(cancel)
         pieces = iter(pieces)
         first = next(pieces, None)

@@ -2,7 +2,9 @@
 
 Accepted: the LM GGUF itself (the codec GGUF is looked up beside it), a directory holding both
 GGUFs, a Hugging Face snapshot directory of ``k2-fsa/OmniVoice`` (converted once into a cache), or
-a Hub id such as ``"k2-fsa/OmniVoice"`` (downloaded with ``huggingface_hub``, then converted).
+a Hub id: of that snapshot (downloaded with ``huggingface_hub``, then converted) or of a repository
+of GGUFs (the LM of the wanted type and the codec are downloaded). The GGUFs may be ours or
+omnivoice.cpp's: their LM loads as it is, their codec is converted once into the cache.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 logger = logging.getLogger(__name__)
 
 # When a directory holds several LM files, the first type found here wins.
-LM_TYPE_PREFERENCE = ("BF16", "Q8_0", "F16", "F32")
+LM_TYPE_PREFERENCE = ("BF16", "Q8_0", "F16", "Q4_K_M", "F32")
 DEFAULT_CONVERT_TYPE = "BF16"
 
 
@@ -75,27 +78,66 @@ def _convert_snapshot(snapshot: Path, outtype: str) -> ModelFiles:
     return _from_gguf_dir(out, out / f"omnivoice-base-{outtype}.gguf")
 
 
-def _download(repo_id: str) -> Path:
+def codec_in_our_layout(codec: Path) -> Path:
+    """``codec`` itself, or for an omnivoice.cpp codec its conversion (made once) in the cache."""
+    from .convert.omnivoice_cpp import convert_cpp_codec, is_cpp_codec
+
+    if not is_cpp_codec(codec):
+        return codec
+    st = codec.stat()
+    ident = f"{codec.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+    out = cache_dir() / "converted" / hashlib.sha256(ident.encode()).hexdigest()[:16] / codec.name
+    if not out.exists():
+        logger.info("converting omnivoice.cpp codec %s to our layout in %s, once", codec, out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".part")
+        convert_cpp_codec(codec, tmp)
+        os.replace(tmp, out)
+    return out
+
+
+def _hub_module() -> ModuleType:
     try:
-        from huggingface_hub import snapshot_download
+        import huggingface_hub
     except ImportError as e:
         raise FileNotFoundError(
-            f"{repo_id!r} is not a local path, and huggingface_hub is not installed to download it: "
-            "pip install huggingface_hub, or pass a directory of converted GGUFs "
-            "(see omnivoice-convert)"
+            "huggingface_hub is not installed to download from the Hub: pip install huggingface_hub, "
+            "or pass a directory of GGUFs (see omnivoice-convert)"
         ) from e
+    return huggingface_hub
+
+
+def _download(repo_id: str, lm_type: str) -> Path:
+    """The downloaded repository: everything but GGUFs; if that is no snapshot, the GGUFs wanted.
+
+    A repository of GGUFs (omnivoice.cpp publishes one per LM type) gives only
+    ``omnivoice-base-<lm_type>.gguf`` and the codec, not every type.
+    """
+    hub = _hub_module()
     try:
-        return Path(snapshot_download(repo_id))
+        path = Path(hub.snapshot_download(repo_id, ignore_patterns=["*.gguf"]))
+        if not _is_snapshot(path):
+            patterns = [f"omnivoice-base-{lm_type}.gguf", "omnivoice-tokenizer-*.gguf"]
+            path = Path(hub.snapshot_download(repo_id, allow_patterns=patterns))
     except Exception as e:  # network errors come in many types
         raise FileNotFoundError(
             f"could not download {repo_id!r} from the Hugging Face Hub ({type(e).__name__}: {e}). "
             "Offline, pass the GGUF files or a directory holding them, or a local snapshot directory"
         ) from e
+    if not _is_snapshot(path) and not (path / f"omnivoice-base-{lm_type}.gguf").is_file():
+        raise FileNotFoundError(
+            f"{repo_id!r} holds neither a k2-fsa/OmniVoice snapshot nor omnivoice-base-{lm_type}.gguf "
+            "(choose another LM type)"
+        )
+    return path
 
 
 def resolve_model(model: str | os.PathLike[str], codec: str | os.PathLike[str] | None = None,
                   convert_type: str = DEFAULT_CONVERT_TYPE) -> ModelFiles:
     """Resolve ``model`` (and an optional explicit codec GGUF) to the two GGUF files.
+
+    ``convert_type`` is the LM type a snapshot is converted to, or downloaded from a Hub
+    repository of GGUFs. An omnivoice.cpp codec is replaced by its conversion in the cache.
 
     Raises:
         FileNotFoundError: nothing usable at ``model``, or a Hub id that cannot be downloaded.
@@ -116,11 +158,15 @@ def resolve_model(model: str | os.PathLike[str], codec: str | os.PathLike[str] |
                 "(config.json and audio_tokenizer/)"
             )
     elif not path.is_absolute() and str(model).count("/") == 1 and not str(model).startswith("."):
-        files = _convert_snapshot(_download(str(model)), convert_type)
+        repo = _download(str(model), convert_type)
+        if _is_snapshot(repo):
+            files = _convert_snapshot(repo, convert_type)
+        else:
+            files = _from_gguf_dir(repo, repo / f"omnivoice-base-{convert_type}.gguf")
     else:
         raise FileNotFoundError(f"model not found: {model}")
     if codec:
         files = ModelFiles(lm=files.lm, codec=Path(codec))
     if not files.codec.is_file():
         raise FileNotFoundError(f"codec GGUF not found: {files.codec}")
-    return files
+    return ModelFiles(lm=files.lm, codec=codec_in_our_layout(files.codec))

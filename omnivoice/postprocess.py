@@ -23,7 +23,7 @@ from .silence import Pcm16, detect_leading_silence, detect_nonsilent, split_on_s
 __all__ = [
     "apply_volume",
     "cross_fade_chunks",
-    "cross_fade_pair",
+    "fade_edges",
     "fade_and_pad_audio",
     "normalize_reference_rms",
     "post_process_audio",
@@ -40,20 +40,22 @@ PEAK_LEVEL = 0.5
 SILENCE_DBFS = -50
 
 
-def _trim_edges(pcm: Pcm16, lead_ms: int, trail_ms: int, silence_thresh: float) -> Pcm16:
-    """Cut leading and trailing silence, keeping ``lead_ms`` / ``trail_ms`` of it."""
-    pcm = pcm.slice(max(0, detect_leading_silence(pcm, silence_thresh) - lead_ms))
-    backwards = pcm.reverse()
-    backwards = backwards.slice(max(0, detect_leading_silence(backwards, silence_thresh) - trail_ms))
-    return backwards.reverse()
+def _trim_edges(pcm: Pcm16, lead_ms: Optional[int], trail_ms: Optional[int], silence_thresh: float) -> Pcm16:
+    """Cut leading and trailing silence, keeping ``lead_ms`` / ``trail_ms`` of it (``None``: all)."""
+    if lead_ms is not None:
+        pcm = pcm.slice(max(0, detect_leading_silence(pcm, silence_thresh) - lead_ms))
+    if trail_ms is not None:
+        backwards = pcm.reverse()
+        pcm = backwards.slice(max(0, detect_leading_silence(backwards, silence_thresh) - trail_ms)).reverse()
+    return pcm
 
 
 def remove_silence(
     audio: np.ndarray,
     sample_rate: int,
     mid_sil: int = 300,
-    lead_sil: int = 100,
-    trail_sil: int = 300,
+    lead_sil: Optional[int] = 100,
+    trail_sil: Optional[int] = 300,
 ) -> np.ndarray:
     """Shorten inner silences and trim edge silences (below -50 dBFS).
 
@@ -66,8 +68,9 @@ def remove_silence(
         audio: Float waveform, (T,) or (C, T).
         sample_rate: Sample rate in Hz.
         mid_sil: Inner silence threshold and kept margin in ms; 0 leaves inner silences alone.
-        lead_sil: Leading silence to keep, in ms.
-        trail_sil: Trailing silence to keep, in ms.
+        lead_sil: Leading silence to keep, in ms; ``None`` leaves the start alone (a streamed
+            piece that is not the first).
+        trail_sil: Trailing silence to keep, in ms; ``None`` leaves the end alone.
 
     Returns:
         float32 waveform, (T',) or (C, T').
@@ -126,49 +129,46 @@ def trim_long_audio(
     return _like(pcm.slice(0, cut).to_float(), audio)
 
 
-def _fade(audio: np.ndarray, n_in: int, n_out: int) -> np.ndarray:
-    """A copy with a linear fade-in over the first ``n_in`` samples and a fade-out over the last ``n_out``."""
+def fade_edges(audio: np.ndarray, fade_in: int = 0, fade_out: int = 0) -> np.ndarray:
+    """A copy with a linear fade-in over its first ``fade_in`` samples and a fade-out over its last
+    ``fade_out`` (0: that edge untouched): the one ramp of every fade here and in streaming.
+
+    Args:
+        audio: Float waveform, (T,) or (C, T); each count at most T.
+        fade_in: Samples faded in at the start.
+        fade_out: Samples faded out at the end (when both overlap, both apply).
+    """
     out = audio.copy()
-    if n_in > 0:
-        out[..., :n_in] *= np.linspace(0, 1, n_in, dtype=np.float32)
-    if n_out > 0:
-        out[..., -n_out:] *= np.linspace(1, 0, n_out, dtype=np.float32)
+    if fade_in > 0:
+        out[..., :fade_in] *= np.linspace(0, 1, fade_in, dtype=np.float32)
+    if fade_out > 0:
+        out[..., -fade_out:] *= np.linspace(1, 0, fade_out, dtype=np.float32)
     return out
 
 
 def fade_and_pad_audio(
-    audio: np.ndarray,
-    pad_duration: float = 0.1,
-    fade_duration: float = 0.1,
-    sample_rate: int = 24000,
-    *,
-    start: bool = True,
-    end: bool = True,
+    audio: np.ndarray, pad_duration: float = 0.1, fade_duration: float = 0.1, sample_rate: int = 24000
 ) -> np.ndarray:
-    """Fade the ends linearly and surround them with silence, against clicks.
+    """Fade both ends linearly and surround with silence, against clicks.
 
     Args:
         audio: Float waveform, (T,) or (C, T).
-        pad_duration: Silence added on each treated side, in seconds (0 for none).
-        fade_duration: Length of each fade, in seconds (0 for none), at most the audio's share:
-            half of it when both ends are treated, all of it for one.
+        pad_duration: Silence added on each side, in seconds (0 for none).
+        fade_duration: Length of each fade, in seconds, at most half the audio (0 for none).
         sample_rate: Sample rate in Hz.
-        start: Treat the start (a streamed piece that is not the first leaves it alone).
-        end: Treat the end.
 
     Returns:
-        A new waveform with T + pad samples per treated side; empty audio is returned as is.
+        A new waveform with T + 2 * pad samples; empty audio is returned as is.
     """
     _as_2d(audio)
     _check_rate(sample_rate)
-    n = audio.shape[-1]
-    if n == 0:
+    if audio.shape[-1] == 0:
         return audio
-    fade = min(int(fade_duration * sample_rate), n // 2 if start and end else n)
-    out = _fade(audio, fade if start else 0, fade if end else 0)
+    fade = min(int(fade_duration * sample_rate), audio.shape[-1] // 2)
+    out = fade_edges(audio, fade, fade)
     pad = int(pad_duration * sample_rate)
-    if pad > 0 and (start or end):
-        out = np.pad(out, [(0, 0)] * (out.ndim - 1) + [(pad if start else 0, pad if end else 0)])
+    if pad > 0:
+        out = np.pad(out, [(0, 0)] * (out.ndim - 1) + [(pad, pad)])
     return out
 
 
@@ -200,26 +200,13 @@ def cross_fade_chunks(chunks: list[np.ndarray], sample_rate: int, silence_durati
     if len(chunks) == 1:
         return chunks[0]
 
+    third = int(silence_duration * sample_rate) // 3
+    gap = np.zeros(chunks[0].shape[:-1] + (third,), dtype=np.float32)
     merged = chunks[0]
     for chunk in chunks[1:]:
-        head, tail = cross_fade_pair(merged, chunk, sample_rate, silence_duration)
-        merged = np.concatenate([head, tail], axis=-1)
+        merged = fade_edges(merged, fade_out=min(third, merged.shape[-1]))
+        merged = np.concatenate([merged, gap, fade_edges(chunk, fade_in=min(third, chunk.shape[-1]))], axis=-1)
     return merged
-
-
-def cross_fade_pair(
-    head: np.ndarray, tail: np.ndarray, sample_rate: int, silence_duration: float = 0.3
-) -> tuple[np.ndarray, np.ndarray]:
-    """One junction of :func:`cross_fade_chunks`, its two sides kept apart for streaming.
-
-    Returns:
-        ``head`` faded out and followed by the silence, and ``tail`` faded in: their
-        concatenation is ``cross_fade_chunks([head, tail], ...)``.
-    """
-    third = int(silence_duration * sample_rate) // 3
-    gap = np.zeros(head.shape[:-1] + (third,), dtype=np.float32)
-    faded_head = _fade(head, 0, min(third, head.shape[-1]))
-    return np.concatenate([faded_head, gap], axis=-1), _fade(tail, min(third, tail.shape[-1]), 0)
 
 
 def normalize_reference_rms(audio: np.ndarray) -> tuple[np.ndarray, float]:

@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Iterator, Optional, Union
 
 import numpy as np
 
-from .postprocess import apply_volume, remove_silence
+from .postprocess import apply_volume, fade_edges, remove_silence
 from .chunking import ABBREVIATIONS, CLOSING_MARKS
 from .duration import FALLBACK_REF_TEXT, FALLBACK_REF_TOKENS, RuleDurationEstimator
 
@@ -309,8 +309,8 @@ def iter_pieces(fragments: Union[str, Iterable[str]], measure: Callable[[str], f
 class PieceFinisher:
     """Upstream's post-processing (cross-fade, silence removal, volume, fade and pad) per piece.
 
-    :func:`OmniVoice.generate` joins chunks with :func:`~omnivoice.audio.cross_fade_chunks` and
-    finishes the whole with :func:`~omnivoice.audio.post_process_audio`. Here each decoded piece
+    :func:`OmniVoice.generate` joins chunks with :func:`~omnivoice.postprocess.cross_fade_chunks` and
+    finishes the whole with :func:`~omnivoice.postprocess.post_process_audio`. Here each decoded piece
     is finished as it comes, in the same order of operations, so that it can be played at once:
     only its last ``fade`` samples (and, with silence removal, its trailing silence) are held back
     until the next piece (then they get the cross-fade) or the end (then the fade-out and pad).
@@ -322,8 +322,6 @@ class PieceFinisher:
         postprocess: Remove silences (per piece: inner silences longer than 0.5 s are cut within a
             piece, not across a junction).
     """
-
-    _KEEP_ALL_MS = 10**9  # edge silence kept at an inner junction: none is trimmed
 
     def __init__(self, sample_rate: int, ref_rms: Optional[float], postprocess: bool) -> None:
         self.sample_rate = sample_rate
@@ -341,22 +339,21 @@ class PieceFinisher:
         """Finishes a decoded piece; ``last``: whether it ends the signal (None: not known yet)."""
         first = self._index == 0
         if self.postprocess:
-            lead = 100 if first else self._KEEP_ALL_MS
-            audio = remove_silence(audio, self.sample_rate, mid_sil=500, lead_sil=lead,
-                                   trail_sil=100 if last else self._KEEP_ALL_MS)
+            # An edge that is not the signal's keeps its silence (None).
+            audio = remove_silence(audio, self.sample_rate, mid_sil=500, lead_sil=100 if first else None,
+                                   trail_sil=100 if last else None)
             end = audio.size if last else remove_silence(audio, self.sample_rate, mid_sil=0,
-                                                          lead_sil=self._KEEP_ALL_MS, trail_sil=100).size
+                                                          lead_sil=None, trail_sil=100).size
         else:
             end = audio.size
-        audio = audio.astype(np.float32, copy=True)
-        if self._peak is None:
+        audio = audio.astype(np.float32, copy=False)
+        if not self._peak:  # the first piece with any sound sets it
             self._peak = float(np.abs(audio).max(initial=0.0))
         head: list[np.ndarray] = []
         if self._held is not None:
-            held = self._held.copy()
-            ramp(held, min(self.third, held.size), down=True)
+            held = fade_edges(self._held, fade_out=min(self.third, self._held.size))
             head = [self._volume(held), np.zeros(self.third, np.float32)]
-            ramp(audio, min(self.third, audio.size), down=False)
+            audio = fade_edges(audio, fade_in=min(self.third, audio.size))
             self._signal += self.third
         self._signal += audio.size
         if last:
@@ -367,7 +364,7 @@ class PieceFinisher:
         body = self._volume(body)
         if first:
             # generate's fade-in covers min(0.1 s, half the signal); the signal is at least this piece.
-            ramp(body, min(self.fade, audio.size // 2, body.size), down=False)
+            body = fade_edges(body, fade_in=min(self.fade, audio.size // 2, body.size))
             head.insert(0, np.zeros(self.fade, np.float32))
         out = np.concatenate(head + [body])
         if last:
@@ -387,20 +384,10 @@ class PieceFinisher:
         return apply_volume(audio, self.ref_rms, self._peak).astype(np.float32, copy=False)
 
     def _finish(self, out: np.ndarray) -> np.ndarray:
-        ramp(out, min(self.fade, self._signal // 2, out.size), down=True)
+        out = fade_edges(out, fade_out=min(self.fade, self._signal // 2, out.size))
         return np.concatenate([out, np.zeros(self.fade, np.float32)])
 
     def _chunk(self, audio: np.ndarray, text: str) -> AudioChunk:
         chunk = AudioChunk(audio=audio, text=text, index=self._index)
         self._index += 1
         return chunk
-
-
-def ramp(audio: np.ndarray, n: int, down: bool) -> None:
-    """Multiplies the last (``down``) or first ``n`` samples by a linear fade, in place."""
-    if n <= 0:
-        return
-    if down:
-        audio[-n:] *= np.linspace(1, 0, n, dtype=np.float32)
-    else:
-        audio[:n] *= np.linspace(0, 1, n, dtype=np.float32)

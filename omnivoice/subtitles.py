@@ -14,7 +14,7 @@ from typing import Union
 
 import numpy as np
 
-from .streaming import ramp
+from .postprocess import fade_edges
 
 __all__ = ["Cue", "parse_srt", "read_srt", "Timeline"]
 
@@ -126,6 +126,5 @@ class Timeline:
         limit = self._at(self.cues[i + 1].start) if i + 1 < len(self.cues) else self.audio.size
         clip = np.array(clip[: max(0, min(limit, self.audio.size) - start)], np.float32)
         fade = min(int(EDGE_FADE * self.sample_rate), clip.size // 2)
-        ramp(clip, fade, down=False)
-        ramp(clip, fade, down=True)
+        clip = fade_edges(clip, fade, fade)
         self.audio[start : start + clip.size] = clip

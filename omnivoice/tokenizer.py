@@ -65,6 +65,19 @@ NONVERBAL_TAGS: tuple[str, ...] = (
 _NONVERBAL_RE = re.compile(r"\[(?:" + "|".join(re.escape(t) for t in NONVERBAL_TAGS) + r")\]")
 
 
+def _derive_token_types(tokens: Sequence[str], merges: Sequence[str]) -> list[int]:
+    """Token types for a GGUF without ``tokenizer.ggml.token_type`` (omnivoice.cpp's LM files).
+
+    In byte-level BPE every vocabulary token is one of the 256 byte symbols or the result of a
+    merge; any other token is an added one (Qwen's ``<|endoftext|>`` ..., OmniVoice's
+    ``<|denoise|>`` ...). Added tokens are marked control: encoding matches them whole either way
+    (ours are never normalised), so ids are those of the typed file.
+    """
+    normal = set(pre_tokenizers.ByteLevel.alphabet())
+    normal.update(m.replace(" ", "", 1) for m in merges)
+    return [_TYPE_NORMAL if t in normal else _TYPE_CONTROL for t in tokens]
+
+
 class TextTokenizer:
     """Byte-level BPE tokenizer of the OmniVoice LM.
 
@@ -136,7 +149,7 @@ class TextTokenizer:
         Raises:
             ValueError: If a key is missing or the tokenizer is not Qwen2 byte-level BPE.
         """
-        missing = [k for k in (_KEY_TOKENS, _KEY_TYPES, _KEY_MERGES) if k not in metadata]
+        missing = [k for k in (_KEY_TOKENS, _KEY_MERGES) if k not in metadata]
         if missing:
             raise ValueError(f"GGUF metadata lacks the tokenizer keys {missing}")
         model = metadata.get(_KEY_MODEL, "gpt2")
@@ -146,7 +159,9 @@ class TextTokenizer:
                 f"unsupported tokenizer {_KEY_MODEL}={model!r} {_KEY_PRE}={pre!r}; expected 'gpt2' and 'qwen2'"
             )
         special = {k[len(_KEY_SPECIAL):]: int(v) for k, v in metadata.items() if k.startswith(_KEY_SPECIAL)}
-        return cls(metadata[_KEY_TOKENS], metadata[_KEY_TYPES], metadata[_KEY_MERGES], special)
+        tokens, merges = metadata[_KEY_TOKENS], metadata[_KEY_MERGES]
+        types = metadata.get(_KEY_TYPES) or _derive_token_types(tokens, merges)
+        return cls(tokens, types, merges, special)
 
     @classmethod
     def from_gguf(cls, path: str | os.PathLike[str]) -> TextTokenizer:

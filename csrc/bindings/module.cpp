@@ -82,9 +82,10 @@ py::dict metadata_dict(const GGUFFile & file) {
 
 }  // namespace ov
 
-// ggml reports problems on stderr; ours reach Python as exceptions naming them, so its lines would
-// only repeat them (e.g. "invalid magic" before ModelFormatError). OMNIVOICE_GGML_LOG=1 shows them.
+// ggml reports problems on stderr; ours reach Python as exceptions naming them (GGUF header errors
+// carry ggml's own reason), so its lines would only repeat them. OMNIVOICE_GGML_LOG=1 shows them.
 static void ggml_log_quiet(ggml_log_level level, const char * text, void *) {
+    ov::note_ggml_log(level, text);
     static const bool verbose = [] {
         const char * env = std::getenv("OMNIVOICE_GGML_LOG");
         return env && *env && std::string(env) != "0";

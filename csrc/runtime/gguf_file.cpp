@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "ggml-alloc.h"
@@ -21,6 +22,34 @@ std::string shape_str(const int64_t * ne, int n_dims) {
         s += std::to_string(ne[i]);
     }
     return s + "]";
+}
+
+// ggml says why it rejects a GGUF header only through its log callback. While this thread parses
+// one, note_ggml_log (called by the module's callback) collects the error lines here.
+static thread_local std::string * g_header_log = nullptr;
+
+void note_ggml_log(ggml_log_level level, const char * text) {
+    if (g_header_log && text && (level == GGML_LOG_LEVEL_ERROR || level == GGML_LOG_LEVEL_CONT)) {
+        *g_header_log += text;
+    }
+}
+
+// ggml's lines joined into one phrase, e.g. "gguf_init_from_file_impl: tensor 'x...' name is too
+// long" -> "tensor 'x...' name is too long" (function prefixes dropped, lines joined by "; ").
+static std::string ggml_reason(const std::string & log) {
+    std::string out;
+    size_t start = 0;
+    while (start < log.size()) {
+        size_t end = log.find('\n', start);
+        if (end == std::string::npos) end = log.size();
+        std::string line = log.substr(start, end - start);
+        start = end + 1;
+        const size_t colon = line.find(": ");
+        if (colon != std::string::npos && line.find(' ') > colon) line = line.substr(colon + 2);
+        if (line.empty()) continue;
+        out += (out.empty() ? "" : "; ") + line;
+    }
+    return out;
 }
 
 // Whether `s` is well-formed UTF-8 as Python decodes it strictly: no overlong forms, no
@@ -49,6 +78,63 @@ static bool valid_utf8(const std::string & s) {
     return true;
 }
 
+// ggml's GGUF parser sizes its vectors from the header's counts and lengths before reading them:
+// an array count of 2^31 in a 1 MB file zero-fills 8 GB first. This walk of the header (layout:
+// ggml's docs/gguf.md) checks every count and length against the bytes left in the file, so such
+// a file is refused before ggml allocates anything. Returns what is wrong, or "" if nothing.
+static std::string header_size_error(std::FILE * f, uint64_t file_size) {
+    uint64_t pos = 0;
+    const auto left = [&]() { return file_size - pos; };
+    const auto read = [&](void * dst, uint64_t n) {
+        if (n > left() || std::fread(dst, 1, n, f) != n) return false;
+        pos += n;
+        return true;
+    };
+    const auto skip = [&](uint64_t n) {
+        if (n > left() || std::fseek(f, (long) n, SEEK_CUR) != 0) return false;
+        pos += n;
+        return true;
+    };
+    uint32_t magic_version[2];
+    uint64_t counts[2];  // n_tensors, n_kv
+    if (!read(magic_version, 8) || !read(counts, 16)) return "";  // ggml reports short headers itself
+    // Smallest key-value entry: an empty key (8) and a type (4); smallest tensor info: 8+4+4+8.
+    if (counts[1] > left() / 12) return "n_kv = " + std::to_string(counts[1]) + " exceeds the file";
+    const auto string = [&](const std::string & what) -> std::string {
+        uint64_t n = 0;
+        if (!read(&n, 8) || !skip(n)) return what + ": a string length exceeds the file";
+        return "";
+    };
+    for (uint64_t i = 0; i < counts[1]; ++i) {
+        std::string err = string("metadata key #" + std::to_string(i));
+        if (!err.empty()) return err;
+        uint32_t type = 0;
+        if (!read(&type, 4)) return "metadata #" + std::to_string(i) + " is truncated";
+        uint64_t count = 1;
+        if (type == GGUF_TYPE_ARRAY) {
+            if (!read(&type, 4) || !read(&count, 8)) return "metadata #" + std::to_string(i) + " is truncated";
+        }
+        if (type == GGUF_TYPE_STRING) {
+            if (count > left() / 8) return "metadata #" + std::to_string(i) + ": array count exceeds the file";
+            for (uint64_t j = 0; j < count; ++j) {
+                err = string("metadata #" + std::to_string(i));
+                if (!err.empty()) return err;
+            }
+        } else if (type < GGUF_TYPE_COUNT && type != GGUF_TYPE_ARRAY) {
+            // Bytes of UINT8 INT8 UINT16 INT16 UINT32 INT32 FLOAT32 BOOL, -, -, UINT64 INT64 FLOAT64.
+            static const uint64_t kSize[GGUF_TYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+            const uint64_t size = kSize[type];
+            if (size == 0 || count > left() / size || !skip(count * size)) {
+                return "metadata #" + std::to_string(i) + ": array count exceeds the file";
+            }
+        } else {
+            return "";  // an unknown type: ggml's parser names it
+        }
+    }
+    if (counts[0] > left() / 24) return "n_tensors = " + std::to_string(counts[0]) + " exceeds the file";
+    return "";
+}
+
 void GGUFFile::fail(const std::string & what) const {
     throw ModelFormatError(path_ + ": " + what);
 }
@@ -64,9 +150,24 @@ GGUFFile::GGUFFile(const std::string & path, const std::string & expected_arch, 
     }
 
     gguf_init_params params = {/*no_alloc =*/true, /*ctx =*/&ctx_};
+    std::string log;
+    if (std::FILE * hf = std::fopen(path.c_str(), "rb")) {
+        const std::string err = header_size_error(hf, (uint64_t) st.st_size);
+        std::fclose(hf);
+        if (!err.empty()) fail("not a readable GGUF file (" + err + ")");
+    }
+    g_header_log = &log;
     meta_ = gguf_init_from_file(path.c_str(), params);
+    g_header_log = nullptr;
     if (!meta_) {
-        fail("not a readable GGUF file (bad magic, unsupported version, or truncated header)");
+        std::string reason = ggml_reason(log);
+        // It may quote the file's bytes: keep the message valid UTF-8 for Python.
+        if (!valid_utf8(reason)) {
+            for (char & ch : reason) ch = (unsigned char) ch < 0x80 ? ch : '?';
+        }
+        fail("not a readable GGUF file (" +
+             (reason.empty() ? std::string("bad magic, unsupported version, or truncated header") : "ggml: " + reason) +
+             ")");
     }
 
     // Every key, string value and tensor name reaches Python as str (and error messages quote
@@ -250,11 +351,19 @@ std::vector<int64_t> GGUFFile::get_int_array(const std::string & key) const {
     return out;
 }
 
-std::vector<float> GGUFFile::get_f32_array(const std::string & key) const {
+std::vector<float> GGUFFile::get_number_array(const std::string & key) const {
     const int64_t id = key_id(key, GGUF_TYPE_ARRAY);
-    if (gguf_get_arr_type(meta_, id) != GGUF_TYPE_FLOAT32) fail("metadata key " + key + " is not a float32 array");
-    const float * data = (const float *) gguf_get_arr_data(meta_, id);
-    return std::vector<float>(data, data + gguf_get_arr_n(meta_, id));
+    if (gguf_get_arr_type(meta_, id) == GGUF_TYPE_FLOAT32) {
+        const float * data = (const float *) gguf_get_arr_data(meta_, id);
+        return std::vector<float>(data, data + gguf_get_arr_n(meta_, id));
+    }
+    std::vector<float> out;
+    try {
+        for (int64_t v : get_int_array(key)) out.push_back((float) v);
+    } catch (const ModelFormatError &) {
+        fail("metadata key " + key + " is not a number array");
+    }
+    return out;
 }
 
 }  // namespace ov

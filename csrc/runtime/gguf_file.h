@@ -50,7 +50,8 @@ public:
     bool get_bool(const std::string & key) const;
     std::string get_str(const std::string & key) const;
     std::vector<int64_t> get_int_array(const std::string & key) const;
-    std::vector<float> get_f32_array(const std::string & key) const;
+    // A FLOAT32 array, or an integer array converted to float.
+    std::vector<float> get_number_array(const std::string & key) const;
 
     gguf_context * meta() const { return meta_; }
     size_t n_tensors() const;
@@ -69,6 +70,11 @@ private:
     size_t data_size_ = 0;
     std::set<std::string> consumed_;
 };
+
+// To be called from the process's ggml log callback: while GGUFFile parses a header on this
+// thread, ggml's error lines are kept for the exception (they hold the reason, e.g. a tensor name
+// of 64 bytes or more, or an alignment that is not a power of two).
+void note_ggml_log(ggml_log_level level, const char * text);
 
 // A tensor name or metadata key: `prefix` and `parts` joined by dots, numbers written out, an empty
 // prefix adding nothing; e.g. join_name("acoustic_decoder", "block", 2) is

@@ -109,6 +109,7 @@ def test_missing_model_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
     assert len(err.splitlines()) == 1 and "model not found" in err
 
 
+@pytest.mark.slow
 def test_stdin_is_spoken_as_it_arrives(tiny_model_dir: Path) -> None:
     # A real process whose stdin stays open: the first sentence's audio must come out before the
     # rest of the text is even written.
@@ -138,12 +139,20 @@ def test_stdin_is_spoken_as_it_arrives(tiny_model_dir: Path) -> None:
 
 
 def test_stream_by_line_writes_a_wav_per_line(tiny_model_dir: Path, tmp_path: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+                                              capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from omnivoice import OmniVoice
+
+    prompts = []
+    inner = OmniVoice.create_voice_clone_prompt
+    monkeypatch.setattr(OmniVoice, "create_voice_clone_prompt",
+                        lambda self, *a, **k: prompts.append(a[1]) or inner(self, *a, **k))
     outdir = tmp_path / "lines"
     assert main(["First line.\n\nSecond line, longer.\n", "--stream-by-line", "-o", str(outdir),
                  "--model", str(tiny_model_dir), "--sample-rate", "16000", *FAST]) == 0
     printed = capsys.readouterr().out.split()
     assert printed == [str(outdir / "0001.wav"), str(outdir / "0002.wav")]
+    assert prompts == ["First line."]  # the first line's speech is the voice of the next
     for path in printed:
         audio, sr, _ = _read(Path(path))
         assert sr == 16000 and audio.size > 0.6 * 16000

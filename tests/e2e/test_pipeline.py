@@ -18,12 +18,6 @@ from omnivoice import OmniVoice, VoiceClonePrompt
 FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"
 
 
-@pytest.fixture(scope="module")
-def model(tiny_model_dir: Path) -> OmniVoice:
-    # One thread: the tiny model gains nothing from more on a shared 2-core machine.
-    return OmniVoice.from_pretrained(tiny_model_dir, n_threads=1)
-
-
 def _fixture(name: str) -> tuple[dict, dict]:
     with open(FIXTURES / f"generate_{name}.json", encoding="utf-8") as f:
         meta = json.load(f)

@@ -478,3 +478,34 @@ def test_older_llm_config(tmp_path):
     _edit_json(src / "config.json", yarn)
     with pytest.raises(ValueError, match="unsupported RoPE type 'yarn'"):
         convert_lm(src, tmp_path / "lm2.gguf")
+
+
+def test_q4_k_m_mix_follows_omnivoice_cpp() -> None:
+    from omnivoice.convert.lm import lm_tensor_type
+
+    q = gguf.GGMLQuantizationType
+    # Their tools/quantize.cpp at 28 layers: v_proj / down_proj bumped in layers < 3, >= 24 and
+    # every third; both embedding tables Q6_K; everything else Q4_K; 1-D F32.
+    bumped = [il for il in range(28) if lm_tensor_type("Q4_K_M", f"llm.layers.{il}.self_attn.v_proj.weight",
+                                                      (1024, 1024), 28) == q.Q6_K]
+    assert bumped == [0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 25, 26, 27]
+    assert lm_tensor_type("Q4_K_M", "llm.layers.5.mlp.down_proj.weight", (1024, 3072), 28) == q.Q4_K
+    assert lm_tensor_type("Q4_K_M", "llm.layers.5.self_attn.q_proj.weight", (2048, 1024), 28) == q.Q4_K
+    assert lm_tensor_type("Q4_K_M", "audio_embeddings.weight", (8200, 1024), 28) == q.Q6_K
+    assert lm_tensor_type("Q4_K_M", "audio_heads.weight", (8200, 1024), 28) == q.Q4_K
+    assert lm_tensor_type("Q4_K_M", "llm.norm.weight", (1024,), 28) == q.F32
+    assert lm_tensor_type("Q4_K_M", "audio_heads.weight", (8200, 64), 2) == q.Q8_0  # rows not of 256
+
+
+def test_core_quantize_matches_gguf_py_and_rejects_bad_input() -> None:
+    x = np.random.default_rng(0).normal(size=(3, 256)).astype(np.float32)
+    np.testing.assert_array_equal(_core.quantize(x, "Q8_0"), gguf.quants.quantize(x, gguf.GGMLQuantizationType.Q8_0))
+    q4 = _core.quantize(x, "q4_K")
+    assert q4.shape == (3, 144) and q4.dtype == np.uint8
+    assert np.abs(gguf.quants.dequantize(q4, gguf.GGMLQuantizationType.Q4_K) - x).max() < 0.25
+    with pytest.raises(ValueError, match="multiple of 256"):
+        _core.quantize(x[:, :128], "q4_K")
+    with pytest.raises(ValueError, match="not a quantised type"):
+        _core.quantize(x, "f16")
+    with pytest.raises(ValueError, match="unknown ggml type"):
+        _core.quantize(x, "q9_X")

@@ -39,7 +39,8 @@ Qwen3HParams Qwen3HParams::load(const GGUFFile & f) {
     hp.n_codebook = f.get_count("omnivoice.num_audio_codebook");
     hp.audio_vocab = f.get_u32("omnivoice.audio_vocab_size");
     hp.audio_mask_id = f.get_u32("omnivoice.audio_mask_id");
-    hp.audio_codebook_weights = f.get_f32_array("omnivoice.audio_codebook_weights");
+    // omnivoice.cpp stores these weights as an INT32 array ([8, 8, 6, 6, 4, 4, 2, 2]), ours as FLOAT32.
+    hp.audio_codebook_weights = f.get_number_array("omnivoice.audio_codebook_weights");
 
     const auto bad = [&](const std::string & what) { throw ModelFormatError(f.path() + ": " + what); };
     if (f.get_u32(key("attention.value_length")) != hp.n_embd_head) bad("value_length differs from key_length");
@@ -65,8 +66,13 @@ Qwen3Model::Qwen3Model(const std::string & path, BackendPtr backend) : backend_(
     GGUFFile & f = *file_;
     hp_ = Qwen3HParams::load(f);
 
-    // 2-D weights in any storage type the CPU matmul and get_rows handle; norms stay F32.
-    const std::vector<ggml_type> mat_types = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0};
+    // 2-D weights in any storage type the CPU matmul and get_rows handle (the K-quants of
+    // llama.cpp-style mixes such as omnivoice.cpp's Q4_K_M, and the 32-wide types those mixes fall
+    // back to for rows that are not a multiple of 256); norms stay F32.
+    const std::vector<ggml_type> mat_types = {
+        GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1,
+        GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
+        GGML_TYPE_Q6_K};
     const auto mat = [&](const std::string & name, int64_t ne0, int64_t ne1) {
         return f.tensor(name, {ne0, ne1}, mat_types);
     };

@@ -1,0 +1,228 @@
+"""Voices of the server: saved voices (voice-prompt files in a directory), OpenAI's preset names,
+and ``auto``.
+
+A saved voice is ``<voices_dir>/<name>.npz``, the file :meth:`VoiceClonePrompt.save` writes
+(the reference encoded once), with ``<name>.json`` beside it for what the listing shows. OpenAI's
+13 names map to the voice-design presets in :data:`OPENAI_PRESETS`: the first request for one
+generates :data:`PRESET_TEXT` with that design and a fixed seed, keeps the result as a clone
+prompt (``<voices_dir>/openai-presets/<name>.npz``) and clones it from then on, so ``alloy`` is
+the same speaker on every request and after restarts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ..model import OmniVoice, VoiceClonePrompt
+
+AUTO = "auto"
+
+# OpenAI voice name -> (voice-design instruct, seed). The seeds only make each preset
+# reproducible; the designs are what tell the speakers apart.
+OPENAI_PRESETS: dict[str, tuple[str, int]] = {
+    "alloy": ("female, young adult, moderate pitch, american accent", 1),
+    "ash": ("male, young adult, low pitch, american accent", 2),
+    "ballad": ("male, middle-aged, moderate pitch, british accent", 3),
+    "coral": ("female, young adult, high pitch, australian accent", 4),
+    "echo": ("male, young adult, moderate pitch, canadian accent", 5),
+    "fable": ("female, middle-aged, moderate pitch, british accent", 6),
+    "onyx": ("male, middle-aged, very low pitch, american accent", 7),
+    "nova": ("female, young adult, high pitch, american accent", 8),
+    "sage": ("female, middle-aged, low pitch, american accent", 9),
+    "shimmer": ("female, teenager, high pitch, american accent", 10),
+    "verse": ("male, young adult, high pitch, british accent", 11),
+    "marin": ("female, young adult, low pitch, canadian accent", 12),
+    "cedar": ("male, elderly, low pitch, american accent", 13),
+}
+# What a preset (or a designed saved voice) speaks once, to become a clone prompt.
+PRESET_TEXT = "The quick brown fox jumps over the lazy dog, and then it rests in the warm afternoon sun."
+PRESET_LANGUAGE = "en"
+
+# Letters, digits, '_', '-' and '.', starting with a letter or digit: no separators, no '..'.
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_PRESET_DIR = "openai-presets"
+
+
+def check_name(name: Any) -> str:
+    """Returns ``name`` if it may name a saved voice, else raises ValueError saying what is allowed."""
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or ".." in name:
+        raise ValueError("voice name must be 1-64 characters of letters, digits, '_', '-' and '.', "
+                         f"starting with a letter or digit, without '..'; got {name!r}")
+    if name.lower() == AUTO or name.lower() in OPENAI_PRESETS:
+        raise ValueError(f"voice name {name!r} is reserved for a built-in voice")
+    return name
+
+
+@dataclass
+class VoiceInfo:
+    """A listed voice. ``kind``: ``clone`` or ``design`` (saved), ``preset`` or ``auto`` (built in)."""
+
+    id: str
+    name: str
+    kind: str
+    instructions: Optional[str] = None
+    created_at: Optional[int] = None
+
+    def as_json(self) -> dict[str, Any]:
+        out = {"id": self.id, "name": self.name, "type": self.kind}
+        if self.instructions is not None:
+            out["instructions"] = self.instructions
+        if self.created_at is not None:
+            out["created_at"] = self.created_at
+        return out
+
+
+class VoiceStore:
+    """Saved voices and generated presets, on disk when ``directory`` is given, else in memory.
+
+    Thread-safe: the event loop lists and looks up, the engine thread saves.
+    """
+
+    def __init__(self, directory: Optional[Path]) -> None:
+        self.directory = None if directory is None else Path(directory)
+        self._lock = threading.Lock()
+        self._prompts: dict[str, VoiceClonePrompt] = {}
+        self._info: dict[str, VoiceInfo] = {}
+        self._presets: dict[str, VoiceClonePrompt] = {}
+        if self.directory is not None:
+            (self.directory / _PRESET_DIR).mkdir(parents=True, exist_ok=True)
+            self._load_saved()
+
+    def _load_saved(self) -> None:
+        assert self.directory is not None
+        for path in sorted(self.directory.glob("*.npz")):
+            name = path.stem
+            try:
+                check_name(name)
+                prompt = VoiceClonePrompt.load(path)
+            except ValueError:
+                continue  # not ours: left alone, not listed
+            meta = {}
+            if path.with_suffix(".json").is_file():
+                meta = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+            self._prompts[name] = prompt
+            self._info[name] = VoiceInfo(name, name, meta.get("type", "clone"), meta.get("instructions"),
+                                         meta.get("created_at", int(path.stat().st_mtime)))
+
+    # ------------------------------------------------------------------ saved voices
+
+    def list(self) -> list[VoiceInfo]:
+        """Saved voices by name, then the presets and ``auto``."""
+        with self._lock:
+            saved = [self._info[n] for n in sorted(self._info)]
+        built_in = [VoiceInfo(n, n, "preset", instruct) for n, (instruct, _) in OPENAI_PRESETS.items()]
+        return saved + built_in + [VoiceInfo(AUTO, AUTO, "auto")]
+
+    def get(self, name: str) -> Optional[VoiceClonePrompt]:
+        """A saved voice's prompt, or None."""
+        with self._lock:
+            return self._prompts.get(name)
+
+    def exists(self, name: str) -> bool:
+        with self._lock:
+            return name in self._prompts
+
+    def save(self, name: str, prompt: VoiceClonePrompt, kind: str, instructions: Optional[str] = None) -> VoiceInfo:
+        """Stores a new voice; ValueError if the name is taken or not allowed."""
+        check_name(name)
+        info = VoiceInfo(name, name, kind, instructions, int(time.time()))
+        with self._lock:
+            if name in self._prompts:
+                raise FileExistsError(f"a voice named {name!r} already exists")
+            if self.directory is not None:
+                meta = {"type": kind, "created_at": info.created_at}
+                if instructions is not None:
+                    meta["instructions"] = instructions
+                _write_atomic(self.directory / f"{name}.json", json.dumps(meta).encode())
+                _save_atomic(self.directory / f"{name}.npz", prompt)
+            self._prompts[name] = prompt
+            self._info[name] = info
+        return info
+
+    def delete(self, name: str) -> bool:
+        """Removes a saved voice; False if there is none of that name."""
+        with self._lock:
+            if name not in self._prompts:
+                return False
+            del self._prompts[name], self._info[name]
+            if self.directory is not None:
+                for suffix in (".npz", ".json"):
+                    (self.directory / f"{name}{suffix}").unlink(missing_ok=True)
+            return True
+
+    # ------------------------------------------------------------------ presets
+
+    def preset(self, name: str) -> Optional[VoiceClonePrompt]:
+        """The generated prompt of an OpenAI preset, or None when it was never generated."""
+        with self._lock:
+            if name not in self._presets and self.directory is not None:
+                path = self.directory / _PRESET_DIR / f"{name}.npz"
+                if path.is_file():
+                    self._presets[name] = VoiceClonePrompt.load(path)
+            return self._presets.get(name)
+
+    def save_preset(self, name: str, prompt: VoiceClonePrompt) -> None:
+        with self._lock:
+            if self.directory is not None:
+                _save_atomic(self.directory / _PRESET_DIR / f"{name}.npz", prompt)
+            self._presets[name] = prompt
+
+    def resolve(self, name: str, model: Callable[[], OmniVoice]
+                ) -> tuple[Optional[VoiceClonePrompt], Optional[Callable[[], dict[str, Any]]]]:
+        """A voice name to its clone prompt (``None`` for ``auto``), or to a function that makes it
+        on the engine thread (a preset not generated yet).
+
+        Args:
+            name: ``auto``, a saved voice, or one of OpenAI's names.
+            model: Returns the loaded model (called on the engine thread).
+
+        Raises:
+            LookupError: No voice has that name.
+        """
+        if name == AUTO:
+            return None, None
+        saved = self.get(name)
+        if saved is not None:
+            return saved, None
+        if name not in OPENAI_PRESETS:
+            raise LookupError(name)
+        prompt = self.preset(name)
+        if prompt is not None:
+            return prompt, None
+
+        def make() -> dict[str, Any]:
+            # Two requests may both find the preset missing; the second reuses the first's.
+            made = self.preset(name)
+            if made is None:
+                instruct, seed = OPENAI_PRESETS[name]
+                made = design_prompt(model(), instruct, seed)
+                self.save_preset(name, made)
+            return {"voice_clone_prompt": made}
+
+        return None, make
+
+
+def design_prompt(model: OmniVoice, instruct: str, seed: Optional[int]) -> VoiceClonePrompt:
+    """Speaks :data:`PRESET_TEXT` in a designed voice and keeps it as a clone prompt."""
+    audio = model.generate(PRESET_TEXT, instruct=instruct, language=PRESET_LANGUAGE, seed=seed)[0]
+    return model.create_voice_clone_prompt((audio, model.sampling_rate), PRESET_TEXT)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _save_atomic(path: Path, prompt: VoiceClonePrompt) -> None:
+    """A crash mid-write leaves the old file or none, never half a voice."""
+    tmp = path.with_name(f".{path.stem}.tmp.npz")
+    prompt.save(tmp)
+    os.replace(tmp, path)

@@ -1,0 +1,131 @@
+"""The Ray batch job (omnivoice.distributed) through ``omnivoice-tts --batch --ray`` on the tiny model,
+on one local Ray started for this module: 2 actors write, sample for sample, what the plain
+``--batch`` writes; a bad request fails alone in the manifest; a re-run skips what exists."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+from collections import Counter
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from omnivoice.cli import main
+
+ray = pytest.importorskip("ray")
+
+# Ray and Ray Data warn about their own deprecated settings on import and start-up. Slow: Ray's
+# start-up and the actors' take tens of seconds on 2 busy cores.
+pytestmark = [pytest.mark.filterwarnings(r"ignore:::(ray|pyarrow|pandas)(\..*)?"), pytest.mark.slow]
+
+FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"
+FAST = ["--steps", "2", "--duration", "0.6", "--threads", "1", "--format", "wav32", "-q"]
+BAD = 6  # the request whose reference file is missing
+JOB_TIMEOUT_S = 300  # Ray start-up is slow on a busy 2-core machine, but never this slow
+
+
+@contextlib.contextmanager
+def _deadline(seconds: int) -> Iterator[None]:
+    """Raises TimeoutError in the test if the block runs longer than ``seconds``."""
+    def fail(*_: object) -> None:
+        raise TimeoutError(f"Ray job still running after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, fail)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    with _deadline(JOB_TIMEOUT_S):
+        ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20,
+                 logging_level="WARNING")
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[dict]]:
+    """12 requests mixing auto voice, design, one shared reference and one missing reference;
+    the same 11 good ones again without the bad line (for the plain --batch)."""
+    d = tmp_path_factory.mktemp("jobs")
+    ref = d / "ref.wav"
+    sf.write(ref, np.load(FIXTURES / "codec_encode.npz")["audio_24k"], 24000, subtype="FLOAT")
+    reqs = []
+    for i in range(1, 13):
+        req = {"text": f"Request number {i}.", "seed": 100 + i, "output": f"r{i:02d}.wav"}
+        if i % 3 == 1:
+            req.update(ref_wav=str(ref), ref_text="Nice to meet you.")
+        elif i % 3 == 2:
+            req["instruct"] = "female, low pitch"
+        if i == 3:
+            req.update(lang="en", speed=1.3)
+        reqs.append(req)
+    reqs[BAD - 1] = {**reqs[BAD - 1], "ref_wav": str(d / "missing.wav"), "ref_text": "Gone."}
+    all_jobs, good_jobs = d / "all.jsonl", d / "good.jsonl"
+    all_jobs.write_text("".join(json.dumps(r) + "\n" for r in reqs), encoding="utf-8")
+    good_jobs.write_text("".join(json.dumps(r) + "\n" for i, r in enumerate(reqs, 1) if i != BAD),
+                         encoding="utf-8")
+    return all_jobs, good_jobs, reqs
+
+
+def _manifest(outdir: Path) -> dict[int, dict]:
+    rows = [json.loads(ln) for ln in (outdir / "manifest.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 12 and len({r["id"] for r in rows}) == 12
+    return {r["id"]: r for r in rows}
+
+
+def test_ray_job_equals_plain_batch_fails_alone_and_resumes(
+        local_ray: None, jobs: tuple[Path, Path, list[dict]], tiny_model_dir: Path, tmp_path: Path) -> None:
+    all_jobs, good_jobs, reqs = jobs
+    model = ["--model", str(tiny_model_dir)]
+    plain, on_ray = tmp_path / "plain", tmp_path / "ray"
+    assert main(["--batch", str(good_jobs), "-o", str(plain), *model, *FAST]) == 0
+
+    with _deadline(JOB_TIMEOUT_S):
+        # exit status 1: one request failed
+        assert main(["--batch", str(all_jobs), "-o", str(on_ray), "--ray", "--actors", "2", *model, *FAST]) == 1
+    rows = _manifest(on_ray)
+    assert rows[BAD]["status"] == "failed" and "missing.wav" in rows[BAD]["error"]
+    assert not (on_ray / reqs[BAD - 1]["output"]).exists()
+    for i, req in enumerate(reqs, 1):
+        if i == BAD:
+            continue
+        assert rows[i]["status"] == "ok" and rows[i]["output"] == str(on_ray / req["output"])
+        ours, sr = sf.read(on_ray / req["output"], dtype="float32")
+        theirs, _ = sf.read(plain / req["output"], dtype="float32")
+        assert sr == 24000 and abs(rows[i]["duration"] - ours.size / sr) < 1e-3
+        np.testing.assert_array_equal(ours, theirs, err_msg=f"request {i}")
+    # The shared reference was encoded at most once per actor that met it, and reused after.
+    shared = [i for i in range(1, 13) if i % 3 == 1]
+    encodes = Counter(rows[i]["worker"] for i in shared if rows[i]["voice_encoded"])
+    assert set(encodes.values()) == {1}
+    assert sum(encodes.values()) < len(shared)
+    assert len({r["worker"] for i, r in rows.items() if i != BAD}) == 2  # both actors worked
+
+    mtimes = {p.name: p.stat().st_mtime_ns for p in on_ray.glob("*.wav")}
+    with _deadline(JOB_TIMEOUT_S):
+        assert main(["--batch", str(all_jobs), "-o", str(on_ray), "--ray", "--actors", "2", *model, *FAST]) == 1
+    rows = _manifest(on_ray)
+    assert Counter(r["status"] for r in rows.values()) == {"skipped": 11, "failed": 1}
+    assert {p.name: p.stat().st_mtime_ns for p in on_ray.glob("*.wav")} == mtimes
+    assert not list(on_ray.glob(".*.partial"))
+
+
+def test_more_cpus_than_the_cluster_is_refused_at_once(local_ray: None, jobs: tuple[Path, Path, list[dict]],
+                                                       tiny_model_dir: Path, tmp_path: Path) -> None:
+    from omnivoice.distributed import run_batch
+
+    with pytest.raises(ValueError, match="--actors 3 x --threads 1 needs 3 CPUs.* has 2 CPUs"):
+        run_batch(jobs[0], tmp_path, tiny_model_dir, actors=3, threads_per_actor=1)
+    with pytest.raises(ValueError, match="--actors 1 x --threads 4 needs 4 CPUs"):
+        run_batch(jobs[0], tmp_path, tiny_model_dir, actors=1, threads_per_actor=4)
