@@ -67,14 +67,15 @@ def test_signal(n: int, sample_rate: int) -> np.ndarray:
 
 def bench_encode(args: argparse.Namespace, tok: AudioTokenizer) -> None:
     """Times encode of --frames frames of audio, ours and the reference's."""
-    audio = test_signal(args.frames * tok.hop_length, tok.sample_rate)
-    times, codes = time_calls(lambda: tok.encode(audio, tok.sample_rate), args.repeats)
-    label = f"encode {audio.size / tok.sample_rate:.0f} s audio ({args.frames} frames), {args.threads} threads"
+    rate = args.rate or tok.sample_rate
+    audio = test_signal(args.frames * tok.hop_length * rate // tok.sample_rate, rate)
+    times, codes = time_calls(lambda: tok.encode(audio, rate), args.repeats)
+    label = f"encode {audio.size / rate:.0f} s audio at {rate} Hz ({args.frames} frames), {args.threads} threads"
     if args.no_ref:
         return report(label, times, None, "")
     with tempfile.TemporaryDirectory() as tmp:
         np.save(Path(tmp) / "audio.npy", audio)
-        ref = reference(args, "encode", ["--audio", str(Path(tmp) / "audio.npy"),
+        ref = reference(args, "encode", ["--audio", str(Path(tmp) / "audio.npy"), "--rate", str(rate),
                                          "--out-codes", str(Path(tmp) / "codes.npy")])
         ref_codes = np.load(Path(tmp) / "codes.npy")
     same = (codes == ref_codes).mean() if codes.shape == ref_codes.shape else float("nan")
@@ -90,6 +91,8 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=250)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--rate", type=int, help="encode: input sample rate (default 24000; others are "
+                        "resampled, on the reference side by torchaudio as upstream's voice cloning does)")
     parser.add_argument("--no-ref", action="store_true", help="time ours only")
     parser.add_argument("--task", choices=["decode", "encode", "both"], default="both")
     args = parser.parse_args()

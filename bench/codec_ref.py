@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torchaudio
 from transformers import HiggsAudioV2TokenizerModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -27,7 +28,9 @@ def main() -> None:
     parser.add_argument("task", choices=["decode", "encode"])
     parser.add_argument("--model-dir", required=True, help="Hugging Face audio_tokenizer directory")
     parser.add_argument("--codes", help="decode: .npy int array [n_codebooks, T]")
-    parser.add_argument("--audio", help="encode: .npy float32 array [n] at 24 kHz")
+    parser.add_argument("--audio", help="encode: .npy float32 array [n] at --rate")
+    parser.add_argument("--rate", type=int, default=24000, help="encode: rate of --audio, resampled to 24 kHz "
+                        "first (outside the timing) with torchaudio's resample, as upstream's voice cloning")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out-audio", help="write the decoded audio here (.npy)")
@@ -40,7 +43,10 @@ def main() -> None:
         inputs = torch.from_numpy(np.load(args.codes).astype(np.int64))[None]
         run = model.decode
     else:
-        inputs = torch.from_numpy(np.load(args.audio).astype(np.float32))[None, None]
+        inputs = torch.from_numpy(np.load(args.audio).astype(np.float32))[None]
+        if args.rate != model.config.sample_rate:
+            inputs = torchaudio.functional.resample(inputs, args.rate, model.config.sample_rate)
+        inputs = inputs[None]
         run = model.encode
     with torch.inference_mode():
         times, out = time_calls(lambda: run(inputs, return_dict=False), args.repeats)

@@ -59,15 +59,25 @@ def convert_model(
         ValueError: a config field or tensor is missing or unsupported, or a type is unknown.
     """
     model_dir, outdir = Path(model_dir), Path(outdir)
-    if not model_dir.is_dir():
-        raise FileNotFoundError(f"missing model directory {model_dir}")
-    # Check both types before the long LM conversion.
+    # Inputs and types are checked before the long LM conversion, and a failure leaves no file
+    # behind: a lone LM GGUF would look like a converted model.
+    for need in (model_dir, model_dir / "audio_tokenizer"):
+        if not need.is_dir():
+            raise FileNotFoundError(f"missing model directory {need}")
+    for need in (model_dir / "config.json", model_dir / "audio_tokenizer" / "config.json"):
+        if not need.is_file():
+            raise FileNotFoundError(f"missing {need}")
     for value, known in ((outtype, LM_TYPES), (codec_type, CODEC_TYPES)):
         if value not in known:
             raise ValueError(f"unknown type {value!r}; choose one of {', '.join(known)}")
     outdir.mkdir(parents=True, exist_ok=True)
-    lm = convert_lm(model_dir, outdir / f"omnivoice-base-{outtype}.gguf", outtype)
-    codec = convert_codec(
-        model_dir / "audio_tokenizer", outdir / f"omnivoice-tokenizer-{codec_type}.gguf", codec_type, encoder
-    )
+    lm_path = outdir / f"omnivoice-base-{outtype}.gguf"
+    codec_path = outdir / f"omnivoice-tokenizer-{codec_type}.gguf"
+    try:
+        lm = convert_lm(model_dir, lm_path, outtype)
+        codec = convert_codec(model_dir / "audio_tokenizer", codec_path, codec_type, encoder)
+    except BaseException:
+        lm_path.unlink(missing_ok=True)
+        codec_path.unlink(missing_ok=True)
+        raise
     return ConvertedModel(lm, codec)

@@ -43,6 +43,12 @@ def is_cpp_codec(path: str | os.PathLike[str]) -> bool:
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such GGUF file: {path}")
+    with open(path, "rb") as f:
+        head = f.read(1 << 20)
+    # Our key in the header: ours, decided without parsing (GGUFReader walks a corrupt array
+    # count of 2^31 for seconds; the loader refuses such a file at once).
+    if b"omnivoice.n_quantizers" in head:
+        return False
     try:
         fields = gguf.GGUFReader(path).fields
     except (ValueError, IndexError, OSError):  # not a GGUF, truncated, empty

@@ -21,7 +21,8 @@ from typing import BinaryIO, Optional, Union
 import numpy as np
 import numpy.typing as npt
 import soundfile as sf
-import soxr
+
+from .resample import resample
 
 __all__ = [
     "WAV_FORMATS",
@@ -32,9 +33,8 @@ __all__ = [
     "write_wav",
 ]
 
-# The reference resamples with torchaudio; the test stub and we use soxr at this quality, on
-# float64 samples, for the codec's own 24 kHz -> 16 kHz step as for the input's rate.
-_RESAMPLE_QUALITY = "HQ"
+# Sample rates accepted (as the codec loader's): a 7 Hz "WAV" would resample 1 s to an hour.
+MIN_RATE, MAX_RATE = 1000, 384000
 # Full scale of the integer sample types accepted, mapped to [-1, 1).
 _INT_FULL_SCALE = {np.dtype(np.int16): 2.0**15, np.dtype(np.int32): 2.0**31}
 
@@ -69,8 +69,7 @@ def _check_rate(sample_rate: int) -> None:
 def load_audio(path: Union[str, PathLike], sample_rate: int) -> np.ndarray:
     """Read an audio file as mono float32 at ``sample_rate``.
 
-    Channels are averaged and other rates converted by :func:`to_mono` (upstream uses
-    torchaudio's resampler, so resampled audio differs slightly).
+    Channels are averaged and other rates converted by :func:`to_mono`, as upstream does.
 
     Args:
         path: Any format libsndfile reads (WAV, FLAC, OGG, MP3, ...).
@@ -101,7 +100,8 @@ def to_mono(wave: npt.ArrayLike, sample_rate: int, target_rate: int) -> np.ndarr
         wave: Mono ``[n]`` or channels-first ``[channels, n]`` samples: floats in [-1, 1], or
             int16 / int32 PCM (scaled to [-1, 1)). Channels are averaged.
         sample_rate: Rate of ``wave`` in Hz.
-        target_rate: Wanted rate in Hz; other rates are converted with soxr.
+        target_rate: Wanted rate in Hz; other rates are converted as upstream does
+            (:func:`omnivoice.resample.resample`), in float32 unless ``wave`` is float64.
 
     Returns:
         float32 array ``[m]``.
@@ -114,22 +114,27 @@ def to_mono(wave: npt.ArrayLike, sample_rate: int, target_rate: int) -> np.ndarr
     if arr.ndim not in (1, 2):
         raise ValueError(f"audio must be [samples] or [channels, samples], got {arr.ndim} dimensions")
     if arr.dtype in _INT_FULL_SCALE:
-        arr = arr / _INT_FULL_SCALE[arr.dtype]
+        arr = (arr / _INT_FULL_SCALE[arr.dtype]).astype(np.float32)
     elif arr.dtype.kind != "f":
         raise ValueError(f"audio must be float, int16 or int32, got dtype {arr.dtype}")
     if arr.size == 0:
         raise ValueError("audio is empty")
+    if arr.ndim == 2 and arr.shape[0] > arr.shape[1]:
+        raise ValueError(f"audio of shape {arr.shape} looks channels-last ({arr.shape[1]} channels of "
+                         f"{arr.shape[0]} samples); pass it channels-first, e.g. wave.T")
     if not np.all(np.isfinite(arr)):
         raise ValueError("audio contains NaN or infinite samples")
     for name, rate in (("sample_rate", sample_rate), ("target_rate", target_rate)):
         if isinstance(rate, bool) or not isinstance(rate, (int, np.integer)) or rate <= 0:
             raise ValueError(f"{name} must be a positive integer, got {rate!r}")
-    mono = arr.astype(np.float64, copy=False)
+        if not MIN_RATE <= rate <= MAX_RATE:
+            raise ValueError(f"{name} {rate} Hz is outside the audio rates accepted, {MIN_RATE} to {MAX_RATE} Hz")
+    # Upstream averages and resamples in the array's own precision (float32 from a file or
+    # the codec's 24 kHz signal); the resampler's float32 grid is part of its result.
+    mono = arr if arr.dtype == np.float64 else arr.astype(np.float32, copy=False)
     if mono.ndim == 2:
         mono = mono.mean(axis=0)
-    if sample_rate != target_rate:
-        mono = soxr.resample(mono, int(sample_rate), int(target_rate), quality=_RESAMPLE_QUALITY)
-    return mono.astype(np.float32)
+    return resample(mono, int(sample_rate), int(target_rate)).astype(np.float32)
 
 
 def truncate_to_hop(audio: np.ndarray, hop_length: int) -> np.ndarray:

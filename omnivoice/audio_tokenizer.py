@@ -28,6 +28,7 @@ import numpy.typing as npt
 from . import _core
 from .audio import to_mono
 from .model_files import codec_in_our_layout
+from .threads import resolve_n_threads, usable_cores
 
 __all__ = ["AudioTokenizer", "load_codes", "save_codes"]
 
@@ -52,7 +53,8 @@ class AudioTokenizer:
         Args:
             path: An ``omnivoice-tokenizer-*.gguf`` file written by ``omnivoice-convert``, or
                 omnivoice.cpp's (converted once into the cache).
-            n_threads: CPU threads for compute; None uses every core.
+            n_threads: CPU threads for compute, at most the usable cores (more is capped with a
+                warning); None uses every usable core.
 
         Returns:
             The loaded tokenizer.
@@ -61,13 +63,12 @@ class AudioTokenizer:
             FileNotFoundError: ``path`` does not exist.
             ValueError: The file is not a valid codec GGUF (``omnivoice.ModelFormatError``), or
                 ``n_threads`` is not positive.
+            TypeError: ``n_threads`` is not an int.
         """
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"codec GGUF not found: {path}")
-        if n_threads is not None and n_threads < 1:
-            raise ValueError(f"n_threads must be >= 1, got {n_threads}")
-        backend = _core.Backend(n_threads or 0)
+        backend = _core.Backend(resolve_n_threads(n_threads) or usable_cores())
         codec = _core.Codec(str(codec_in_our_layout(path)), backend)
         logger.info("loaded codec %s (%d codebooks, %d Hz)", path, codec.n_codebooks, codec.sample_rate)
         return cls(codec)
@@ -125,7 +126,7 @@ class AudioTokenizer:
     @property
     def semantic_sample_rate(self) -> int:
         """Sample rate of the HuBERT (semantic) stream in Hz (16000)."""
-        return int(self.metadata["omnivoice.semantic_sample_rate"])
+        return self._codec.semantic_sample_rate
 
     def encode(self, wave: npt.ArrayLike, sample_rate: int) -> np.ndarray:
         """Encodes audio to codes, as the reference ``HiggsAudioV2TokenizerModel.encode``.
@@ -148,6 +149,8 @@ class AudioTokenizer:
             ValueError: Bad audio (see :func:`omnivoice.audio.to_mono`), audio shorter than one
                 frame, or a file converted without the encoder (both checked by the core codec).
         """
+        if not self.has_encoder:  # before resampling: such a file states no semantic rate
+            raise ValueError("this codec file has no encoder (converted with --no-encoder); it can only decode")
         wave24 = to_mono(wave, sample_rate, self.sample_rate)
         wave16 = to_mono(wave24, self.sample_rate, self.semantic_sample_rate)
         return self._codec.encode(wave24, wave16)

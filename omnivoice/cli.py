@@ -18,7 +18,8 @@ from typing import Any, BinaryIO, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
-from ._cli import positive_float, positive_int, run_command
+from ._cli import (check_output_path, finite_float, non_negative_float, non_negative_int, positive_float,
+                   positive_int, run_command)
 from .batch import write_audio_file
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,12 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ref-text", help="transcript of --ref-wav (required with it)")
     p.add_argument("--voice", help="a voice prompt saved with --save-voice (replaces --ref-wav/--ref-text)")
     p.add_argument("--save-voice", help="save the voice prompt made from --ref-wav/--ref-text to this file")
-    p.add_argument("--seed", type=int, help="random seed (default: random)")
+    p.add_argument("--seed", type=non_negative_int, help="random seed, an integer >= 0 (default: random)")
     p.add_argument("--steps", type=positive_int, default=32, help="MaskGIT steps (default: %(default)s)")
-    p.add_argument("--guidance", type=float, default=2.0, help="classifier-free guidance scale (default: %(default)s)")
+    p.add_argument("--guidance", type=finite_float, default=2.0, help="classifier-free guidance scale (default: %(default)s)")
     p.add_argument("--chunk-duration", type=positive_float, default=15.0,
                    help="longest piece (or --split chunk: chunk) in seconds (default: %(default)s)")
-    p.add_argument("--chunk-threshold", type=float, default=30.0,
+    p.add_argument("--chunk-threshold", type=non_negative_float, default=30.0,
                    help="--split chunk and --batch: chunk only above this estimated duration in seconds "
                         "(default: %(default)s)")
     p.add_argument("--split", choices=("sentence", "chunk"), default="sentence",
@@ -66,8 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep the reference audio and transcript as given (no silence trim, no punctuation)")
     p.add_argument("--no-postprocess", action="store_true", help="return the raw decode (no silence removal, fade, pad)")
     p.add_argument("--threads", type=positive_int,
-                   help="CPU threads (default: all cores); with --ray, per actor (default: the cluster's "
-                        "CPUs divided among the actors)")
+                   help="CPU threads, at most the usable cores (default: the cores other processes leave idle); "
+                        "with --ray, per actor (default: the cluster's CPUs divided among the actors)")
     p.add_argument("--batch", help="JSONL file, one request per line (keys: text, output, and any of lang, "
                                    "instruct, duration, speed, ref_wav, ref_text, voice, seed); -o names "
                                    "the output directory for lines without 'output'")
@@ -82,20 +83,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class _Progress:
-    """A one-line progress bar on stderr, only when stderr is a terminal."""
+    """One progress line on stderr for every level at once (requests, chunks, steps), only when
+    stderr is a terminal: a bar for the innermost level, counts for the outer ones."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled and sys.stderr.isatty()
         self.start = time.monotonic()
+        self.levels: dict[str, tuple[int, int]] = {}  # label -> (done, total), outermost first
 
     def __call__(self, label: str, done: int, total: int) -> None:
         if not self.enabled:
             return
+        self.levels[label] = (done, total)
+        if label != "steps":  # an outer level moved on: the steps bar starts again
+            self.levels.pop("steps", None)
         width = 30
         filled = int(width * done / max(total, 1))
+        outer = "".join(f"{name} {d}/{t} | " for name, (d, t) in self.levels.items() if name != label)
         elapsed = time.monotonic() - self.start
-        sys.stderr.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {elapsed:5.1f}s")
-        if done >= total:
+        sys.stderr.write(f"\r\033[K{outer}{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
+                         f"{elapsed:5.1f}s")
+        if done >= total and len(self.levels) == 1:
             sys.stderr.write("\n")
         sys.stderr.flush()
 
@@ -107,9 +115,15 @@ def _stdin_fragments() -> Iterator[str]:
     stream = sys.stdin.buffer
     read = getattr(stream, "read1", stream.read)
     decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0  # bytes read before this block, for the error message
     while True:
         data = read(1 << 16)
-        text = decoder.decode(data, final=not data)
+        try:
+            text = decoder.decode(data, final=not data)
+        except UnicodeDecodeError as e:
+            raise ValueError(f"stdin is not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset "
+                             f"{offset + e.start})") from None
+        offset += len(data)
         if text:
             yield text
         if not data:
@@ -121,7 +135,7 @@ def _text_source(args: argparse.Namespace) -> Union[str, Iterator[str]]:
     if args.text is not None:
         text = args.text
     elif args.split == "chunk" or args.duration is not None:
-        text = sys.stdin.read()
+        text = "".join(_stdin_fragments())
     else:
         return _stdin_fragments()
     if not text.strip():
@@ -310,6 +324,8 @@ def _run(args: argparse.Namespace) -> None:
         return _run_batch(args, base, progress)
     if args.ray is not None:
         raise ValueError("--ray runs a --batch job: give --batch FILE")
+    if not args.stream_by_line and args.output != "-":  # --stream-by-line writes into a directory
+        check_output_path(args.output)
     model = OmniVoice.from_pretrained(args.model, codec=args.codec, n_threads=args.threads)
 
     voice = _voice_kwargs(model, base, not args.no_preprocess)

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from ._cli import positive_int, run_command
+from ._cli import check_output_path, positive_int, run_command
 from .audio import WAV_FORMATS, load_audio, truncate_to_hop, write_wav
 from .audio_tokenizer import CODES_MAGIC, AudioTokenizer, load_codes, save_codes
 
@@ -56,7 +56,9 @@ def _run(args: argparse.Namespace) -> None:
     decode = _is_codes_file(src)
     dst = Path(args.output) if args.output else src.with_suffix(".wav" if decode else CODES_SUFFIX)
     if dst.resolve() == src.resolve():
-        raise ValueError(f"output {dst} would overwrite the input; give -o")
+        raise ValueError(f"output {dst} would overwrite the input; give -o "
+                         + ("another file" if args.output else "an output file"))
+    check_output_path(dst)
     if not args.output and dst.exists():
         # The default name may be the recording the codes came from: never replace it unasked.
         raise ValueError(f"{dst} exists; give -o to choose the output (an explicit -o overwrites)")

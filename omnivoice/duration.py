@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import functools
 import math
+import numbers
 import unicodedata
 from collections.abc import Sequence
 from typing import Any
@@ -191,6 +192,8 @@ _DEFAULT_ESTIMATOR = RuleDurationEstimator()
 
 
 def _check_positive(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
     value = float(value)
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")

@@ -7,14 +7,17 @@ arguments as upstream's and returns a list of float32 numpy arrays at 24 kHz, on
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import threading
+import warnings
 from dataclasses import dataclass, fields
 from typing import Any, Iterable, Iterator, Optional, Union
 
 import numpy as np
 
 from . import _core
+from .arguments import check_finite, check_sample_rate, check_seed, check_text
 from .audio import load_audio, to_mono, truncate_to_hop
 from .audio_tokenizer import AudioTokenizer
 from .chunking import add_punctuation
@@ -23,6 +26,7 @@ from .model_files import resolve_model
 from .pipeline import Pipeline, Progress
 from .postprocess import preprocess_reference
 from .streaming import AudioChunk, CancelCheck, TextPiece, as_cancel_check, iter_pieces, speech_seconds
+from .threads import LoadAwareThreads, resolve_n_threads, usable_cores
 from .tokenizer import TextTokenizer
 
 AudioInput = Union[str, os.PathLike, tuple[np.ndarray, int]]
@@ -62,8 +66,9 @@ class OmniVoiceGenerationConfig(MaskGITConfig):
 
     def validate(self) -> None:
         super().validate()
-        if not self.audio_chunk_duration > 0:
+        if not check_finite(self.audio_chunk_duration, "audio_chunk_duration") > 0:
             raise ValueError(f"audio_chunk_duration must be > 0, got {self.audio_chunk_duration!r}")
+        check_finite(self.audio_chunk_threshold, "audio_chunk_threshold")
 
 
 @dataclass
@@ -83,7 +88,14 @@ class VoiceClonePrompt:
 
     @classmethod
     def load(cls, path: Union[str, os.PathLike]) -> "VoiceClonePrompt":
-        """Reads a prompt written by :meth:`save`."""
+        """Reads a prompt written by :meth:`save`.
+
+        Raises:
+            FileNotFoundError: No such file.
+            ValueError: Not a voice file, or values no reference could give: codes that are not
+                ``[n_codebooks, T]`` ids >= 0, an empty or invalid ``ref_text``, a ``ref_rms`` that
+                is not a positive finite number (0 is a silent reference: silent output).
+        """
         try:
             with np.load(path, allow_pickle=False) as z:
                 if str(z["format"]) != "omnivoice-voice-1":
@@ -96,6 +108,12 @@ class VoiceClonePrompt:
             raise ValueError(f"{path} is not an omnivoice voice prompt file") from None
         if tokens.ndim != 2 or tokens.shape[1] == 0:
             raise ValueError(f"{path}: voice prompt codes have shape {tokens.shape}")
+        if tokens.min() < 0:
+            raise ValueError(f"{path}: voice prompt codes hold negative ids")
+        check_text(text, f"{path}: ref_text")
+        if not (math.isfinite(rms) and rms > 0):
+            raise ValueError(f"{path}: ref_rms must be a positive finite number, got {rms!r}"
+                             + (" (a silent reference: the output would be silent)" if rms == 0 else ""))
         return cls(ref_audio_tokens=tokens, ref_text=text, ref_rms=rms)
 
 
@@ -108,7 +126,7 @@ class OmniVoice:
         self.audio_tokenizer = audio_tokenizer
         self.text_tokenizer = text_tokenizer
         self.backend = backend
-        self.pipeline = Pipeline(lm, audio_tokenizer, text_tokenizer)
+        self.pipeline = Pipeline(lm, audio_tokenizer, text_tokenizer, backend)
         self.sampling_rate: int = self.pipeline.sampling_rate
         self.frame_rate: float = self.pipeline.frame_rate
 
@@ -124,23 +142,32 @@ class OmniVoice:
                 ``"k2-fsa/OmniVoice"`` or that of a repository of GGUFs.
             codec: The codec GGUF, when it is not beside the LM. An omnivoice.cpp codec file is
                 converted once into the cache.
-            n_threads: CPU threads; ``None`` uses every core.
+            n_threads: CPU threads, at most the usable cores (more is capped, with a warning).
+                ``None`` (default) follows the machine's load: each MaskGIT step runs on the
+                cores other processes left idle during the previous steps (see README, Threads).
             convert_type: LM weight type a snapshot is converted to, or downloaded from a Hub
                 repository of GGUFs.
         """
+        n_threads = resolve_n_threads(n_threads)
         files = resolve_model(model, codec, convert_type=convert_type)
-        backend = _core.Backend(n_threads or 0)
+        backend = _core.Backend(n_threads or usable_cores())
         lm = _core.LM(str(files.lm), backend)
         audio_tokenizer = AudioTokenizer(_core.Codec(str(files.codec), backend))
-        return cls(lm, audio_tokenizer, TextTokenizer.from_metadata(lm.metadata), backend)
+        model_ = cls(lm, audio_tokenizer, TextTokenizer.from_metadata(lm.metadata), backend)
+        model_.n_threads = n_threads
+        return model_
 
     @property
     def n_threads(self) -> int:
+        """CPU threads of the next step (the load-aware count when :meth:`from_pretrained` or
+        this property was given ``None``)."""
         return self.backend.n_threads
 
     @n_threads.setter
-    def n_threads(self, value: int) -> None:
-        self.backend.n_threads = value
+    def n_threads(self, value: Optional[int]) -> None:
+        value = resolve_n_threads(value)
+        self.pipeline.threads = LoadAwareThreads(usable_cores()) if value is None else None
+        self.backend.n_threads = value or usable_cores()
 
     # ------------------------------------------------------------------ public API
 
@@ -196,7 +223,7 @@ class OmniVoice:
         """
         config = OmniVoiceGenerationConfig.for_request(generation_config, kwargs)  # before any work
         check = as_cancel_check(cancel)
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(check_seed(seed))
         items = self.pipeline.prepare(text, language, ref_text, ref_audio, voice_clone_prompt, instruct,
                                       duration, speed, config, self.create_voice_clone_prompt)
         return self.pipeline.run(items, config, rng, progress, check)
@@ -286,7 +313,7 @@ class OmniVoice:
                 raise ValueError("text is empty")
             (item,) = self.pipeline.prepare(first, *voice, None, speed, config, clone)
             pieces = itertools.chain([first], pieces)
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(check_seed(seed))
         yield from self.pipeline.stream(item, pieces, count, config, rng, progress, check)
 
     def generate_pieces(
@@ -329,7 +356,7 @@ class OmniVoice:
         (item,) = self.pipeline.prepare(first.text if isinstance(first, TextPiece) else first, language, ref_text,
                                         ref_audio, voice_clone_prompt, instruct, None, speed, config,
                                         self.create_voice_clone_prompt)
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(check_seed(seed))
         yield from self.pipeline.raw_pieces(item, itertools.chain([first], pieces), config, rng, progress, check)
 
     def create_voice_clone_prompt(self, ref_audio: AudioInput, ref_text: Optional[str] = None,
@@ -344,13 +371,16 @@ class OmniVoice:
             preprocess_prompt: Trim silences (and over-long references) and add terminal
                 punctuation to the transcript, as upstream does.
         """
-        if ref_text is None or not ref_text.strip():
+        if ref_text is None:
             raise ValueError("ref_text is required with ref_audio: give the transcript of the "
                              "reference audio (no ASR model is bundled)")
+        check_text(ref_text, "ref_text")
         wav = self._load_reference(ref_audio)
         wav, ref_rms = preprocess_reference(wav, self.sampling_rate, ref_text_given=True,
                                             preprocess=preprocess_prompt)
         wav = truncate_to_hop(wav, self.audio_tokenizer.hop_length)
+        if ref_rms == 0:
+            warnings.warn("ref_audio is silent: audio cloned from it will be silent too", stacklevel=2)
         tokens = self.audio_tokenizer.encode(wav, self.sampling_rate)
         if preprocess_prompt:
             ref_text = add_punctuation(ref_text)
@@ -365,5 +395,5 @@ class OmniVoice:
         if not (isinstance(ref_audio, tuple) and len(ref_audio) == 2):
             raise ValueError("ref_audio must be a path or a (waveform, sample_rate) tuple")
         wave, sr = ref_audio
-        return to_mono(np.asarray(wave), int(sr), self.sampling_rate)
+        return to_mono(np.asarray(wave), check_sample_rate(sr, "ref_audio sample rate"), self.sampling_rate)
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, S
 import numpy as np
 
 from . import _core
+from .arguments import check_optional_text, check_texts, path_hint
 from .audio_tokenizer import AudioTokenizer
 from .chunking import chunk_text_for_generation, contains_chinese
 from .duration import estimate_target_tokens, per_item, resolve_target_lengths
@@ -23,6 +24,7 @@ from .maskgit import generate as maskgit_generate, pack_prompts
 from .postprocess import apply_volume, cross_fade_chunks, post_process_audio
 from .prompt import build_prompt
 from .streaming import AudioChunk, Cancelled, CancelCheck, PieceFinisher, TextPiece
+from .threads import LoadAwareThreads
 from .tokenizer import TextTokenizer
 from .voice_design import resolve_instruct
 
@@ -53,8 +55,12 @@ class GenerationItem:
 class Pipeline:
     """Runs requests on a loaded LM, codec and text tokenizer."""
 
-    def __init__(self, lm: "_core.LM", audio_tokenizer: AudioTokenizer, text_tokenizer: TextTokenizer) -> None:
+    def __init__(self, lm: "_core.LM", audio_tokenizer: AudioTokenizer, text_tokenizer: TextTokenizer,
+                 backend: Optional["_core.Backend"] = None) -> None:
         self.lm = lm
+        self.backend = backend
+        # Sets the backend's thread count before each LM step; None keeps the count as it is.
+        self.threads: Optional[LoadAwareThreads] = None
         self.audio_tokenizer = audio_tokenizer
         self.text_tokenizer = text_tokenizer
         self.sampling_rate: int = audio_tokenizer.sample_rate
@@ -65,12 +71,14 @@ class Pipeline:
                 config: OmniVoiceGenerationConfig, clone: CloneFn) -> list[GenerationItem]:
         """Resolves one request into items: texts checked, language and instruct resolved, each
         reference encoded by ``clone`` (once when shared by the batch), target lengths set."""
-        texts = [text] if isinstance(text, str) else list(text)
-        if not texts or not all(isinstance(t, str) for t in texts):
-            raise ValueError("text must be a string or a non-empty list of strings")
-        for t in texts:
-            if not t.strip():
-                raise ValueError("text is empty")
+        texts = check_texts(text)
+        for name, value in (("language", language), ("instruct", instruct), ("ref_text", ref_text)):
+            check_optional_text(value, name)
+        for p in voice_clone_prompt if isinstance(voice_clone_prompt, list) else [voice_clone_prompt]:
+            if p is not None and not hasattr(p, "ref_audio_tokens"):
+                hint = path_hint(p)
+                raise TypeError("voice_clone_prompt must be a VoiceClonePrompt" +
+                                (f"; load the file first: {hint}" if hint else f", got {type(p).__name__}"))
         n = len(texts)
         langs = [resolve_language(x) for x in per_item(language, n, "language")]
         instructs = [None if s is None else resolve_instruct(s, use_zh=contains_chinese(t))
@@ -101,7 +109,33 @@ class Pipeline:
                            speed=1.0 if speeds is None else speeds[i])
             for i in range(n)
         ]
+        given = per_item(duration, n, "duration")
+        for item, dur in zip(items, given):
+            self._check_fits(item, config, dur)
         return items
+
+    def _check_fits(self, item: GenerationItem, config: OmniVoiceGenerationConfig, duration: Any) -> None:
+        """Refuses, before any work, an item whose longest LM pass (the whole target, or its
+        longest chunk) would not fit in the LM's positions: ``speed=1e-9`` would otherwise try
+        to allocate hundreds of GiB, ``duration=1e6`` fail deep inside the LM."""
+        if item.target_len <= int(config.audio_chunk_threshold * self.frame_rate):
+            chunks = [(item.text, item.target_len)]
+        else:
+            n_ref = None if item.ref_tokens is None else item.ref_tokens.shape[1]
+            chunks = [(c, estimate_target_tokens(c, item.ref_text, n_ref, item.speed))
+                      for c in chunk_text_for_generation(item.text, item.target_len, config.audio_chunk_duration,
+                                                         self.frame_rate)]
+        ref_len = 0 if item.ref_tokens is None else item.ref_tokens.shape[1]
+        for text, frames in chunks:
+            # Text tokens plus the prompt's markers (language, instruct, text start/end): < 64.
+            positions = frames + ref_len + len(self.text_tokenizer.encode(text)) + 64
+            if positions > self.lm.context_length:
+                limit = (self.lm.context_length - positions + frames) / self.frame_rate
+                what = (f"duration={duration!r} s" if duration is not None else f"speed={item.speed!r}")
+                raise ValueError(
+                    f"{what} asks for {frames} frames ({frames / self.frame_rate:.0f} s) of audio in one LM pass, "
+                    f"but the model holds {self.lm.context_length} positions: at most about {max(limit, 0):.0f} s "
+                    f"for {'this text' if len(chunks) == 1 else 'each text chunk'}")
 
     def run(self, items: Sequence[GenerationItem], config: OmniVoiceGenerationConfig, rng: np.random.Generator,
             progress: Optional[Progress], cancel: Optional[CancelCheck] = None) -> list[np.ndarray]:
@@ -212,6 +246,8 @@ class Pipeline:
             def step(input_ids: np.ndarray, audio_mask: np.ndarray) -> Any:
                 nonlocal steps
                 check_cancel(cancel)
+                if self.threads is not None and self.backend is not None:
+                    self.backend.n_threads = self.threads.update()
                 out = call(input_ids, audio_mask)
                 steps += 1
                 if progress is not None:

@@ -116,7 +116,11 @@ class TextTokenizer:
                 raise ValueError(f"malformed BPE merge {merge!r}: expected 'left right'")
             pairs.append((left, right))
 
-        tok = Tokenizer(BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False))
+        try:
+            model = BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False)
+        except Exception as err:  # tokenizers raises a bare Exception for a merge of unknown tokens
+            raise ValueError(f"invalid tokenizer in the GGUF metadata: {err}") from None
+        tok = Tokenizer(model)
         tok.normalizer = normalizers.NFC()
         tok.pre_tokenizer = pre_tokenizers.Sequence(
             [

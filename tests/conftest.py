@@ -3,7 +3,8 @@ per variant for the whole run, and a GGUF rewriter for the tests of malformed fi
 
 The suite is grouped by what a test exercises: unit/ (Python modules, the converter and the
 GGUF loader), ops/ (our ggml ops against numpy), parity/ (the models against upstream's
-fixtures) and e2e/ (generate and the command-line tools). ``pytest -m "not slow"`` skips the
+fixtures), e2e/ (generate and the command-line tools) and robustness/ (bad inputs refused by
+name, fuzzed files). ``pytest -m "not slow"`` skips the
 longest end-to-end cases.
 """
 

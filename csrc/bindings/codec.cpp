@@ -22,6 +22,8 @@ void bind_codec(py::module_ & m) {
              "path"_a, "backend"_a)
         .def_property_readonly("metadata", [](const ov::Codec & c) { return ov::metadata_dict(c.file()); })
         .def_property_readonly("sample_rate", [](const ov::Codec & c) { return c.hparams().sample_rate; })
+        .def_property_readonly("semantic_sample_rate",
+                               [](const ov::Codec & c) { return c.hparams().semantic_sample_rate; })
         .def_property_readonly("hop_length", [](const ov::Codec & c) { return c.hparams().hop_length; })
         .def_property_readonly("frame_rate", [](const ov::Codec & c) { return c.hparams().frame_rate; })
         .def_property_readonly("n_codebooks", [](const ov::Codec & c) { return c.hparams().rvq.n_quantizers; })

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "ggml-alloc.h"
@@ -51,6 +52,89 @@ static std::string ggml_reason(const std::string & log) {
     return out;
 }
 
+// Whether `s` is well-formed UTF-8 as Python decodes it strictly: no overlong forms, no
+// surrogates, nothing above U+10FFFF.
+static bool valid_utf8(const std::string & s) {
+    const auto * p = (const unsigned char *) s.data();
+    const auto * end = p + s.size();
+    while (p < end) {
+        const unsigned c = *p;
+        int n = 0;
+        uint32_t cp = 0;
+        if (c < 0x80) { ++p; continue; }
+        if ((c & 0xE0) == 0xC0) { n = 1; cp = c & 0x1F; }
+        else if ((c & 0xF0) == 0xE0) { n = 2; cp = c & 0x0F; }
+        else if ((c & 0xF8) == 0xF0) { n = 3; cp = c & 0x07; }
+        else return false;
+        if (end - p <= n) return false;
+        for (int i = 1; i <= n; ++i) {
+            if ((p[i] & 0xC0) != 0x80) return false;
+            cp = (cp << 6) | (p[i] & 0x3F);
+        }
+        static const uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+        if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        p += n + 1;
+    }
+    return true;
+}
+
+// ggml's GGUF parser sizes its vectors from the header's counts and lengths before reading them:
+// an array count of 2^31 in a 1 MB file zero-fills 8 GB first. This walk of the header (layout:
+// ggml's docs/gguf.md) checks every count and length against the bytes left in the file, so such
+// a file is refused before ggml allocates anything. Returns what is wrong, or "" if nothing.
+static std::string header_size_error(std::FILE * f, uint64_t file_size) {
+    uint64_t pos = 0;
+    const auto left = [&]() { return file_size - pos; };
+    const auto read = [&](void * dst, uint64_t n) {
+        if (n > left() || std::fread(dst, 1, n, f) != n) return false;
+        pos += n;
+        return true;
+    };
+    const auto skip = [&](uint64_t n) {
+        if (n > left() || std::fseek(f, (long) n, SEEK_CUR) != 0) return false;
+        pos += n;
+        return true;
+    };
+    uint32_t magic_version[2];
+    uint64_t counts[2];  // n_tensors, n_kv
+    if (!read(magic_version, 8) || !read(counts, 16)) return "";  // ggml reports short headers itself
+    // Smallest key-value entry: an empty key (8) and a type (4); smallest tensor info: 8+4+4+8.
+    if (counts[1] > left() / 12) return "n_kv = " + std::to_string(counts[1]) + " exceeds the file";
+    const auto string = [&](const std::string & what) -> std::string {
+        uint64_t n = 0;
+        if (!read(&n, 8) || !skip(n)) return what + ": a string length exceeds the file";
+        return "";
+    };
+    for (uint64_t i = 0; i < counts[1]; ++i) {
+        std::string err = string("metadata key #" + std::to_string(i));
+        if (!err.empty()) return err;
+        uint32_t type = 0;
+        if (!read(&type, 4)) return "metadata #" + std::to_string(i) + " is truncated";
+        uint64_t count = 1;
+        if (type == GGUF_TYPE_ARRAY) {
+            if (!read(&type, 4) || !read(&count, 8)) return "metadata #" + std::to_string(i) + " is truncated";
+        }
+        if (type == GGUF_TYPE_STRING) {
+            if (count > left() / 8) return "metadata #" + std::to_string(i) + ": array count exceeds the file";
+            for (uint64_t j = 0; j < count; ++j) {
+                err = string("metadata #" + std::to_string(i));
+                if (!err.empty()) return err;
+            }
+        } else if (type < GGUF_TYPE_COUNT && type != GGUF_TYPE_ARRAY) {
+            // Bytes of UINT8 INT8 UINT16 INT16 UINT32 INT32 FLOAT32 BOOL, -, -, UINT64 INT64 FLOAT64.
+            static const uint64_t kSize[GGUF_TYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+            const uint64_t size = kSize[type];
+            if (size == 0 || count > left() / size || !skip(count * size)) {
+                return "metadata #" + std::to_string(i) + ": array count exceeds the file";
+            }
+        } else {
+            return "";  // an unknown type: ggml's parser names it
+        }
+    }
+    if (counts[0] > left() / 24) return "n_tensors = " + std::to_string(counts[0]) + " exceeds the file";
+    return "";
+}
+
 void GGUFFile::fail(const std::string & what) const {
     throw ModelFormatError(path_ + ": " + what);
 }
@@ -67,14 +151,42 @@ GGUFFile::GGUFFile(const std::string & path, const std::string & expected_arch, 
 
     gguf_init_params params = {/*no_alloc =*/true, /*ctx =*/&ctx_};
     std::string log;
+    if (std::FILE * hf = std::fopen(path.c_str(), "rb")) {
+        const std::string err = header_size_error(hf, (uint64_t) st.st_size);
+        std::fclose(hf);
+        if (!err.empty()) fail("not a readable GGUF file (" + err + ")");
+    }
     g_header_log = &log;
     meta_ = gguf_init_from_file(path.c_str(), params);
     g_header_log = nullptr;
     if (!meta_) {
-        const std::string reason = ggml_reason(log);
+        std::string reason = ggml_reason(log);
+        // It may quote the file's bytes: keep the message valid UTF-8 for Python.
+        if (!valid_utf8(reason)) {
+            for (char & ch : reason) ch = (unsigned char) ch < 0x80 ? ch : '?';
+        }
         fail("not a readable GGUF file (" +
              (reason.empty() ? std::string("bad magic, unsupported version, or truncated header") : "ggml: " + reason) +
              ")");
+    }
+
+    // Every key, string value and tensor name reaches Python as str (and error messages quote
+    // them): invalid UTF-8 is refused here, by key, rather than as a UnicodeDecodeError later.
+    for (int64_t i = 0; i < gguf_get_n_kv(meta_); ++i) {
+        const std::string key = gguf_get_key(meta_, i);
+        if (!valid_utf8(key)) fail("metadata key #" + std::to_string(i) + " is not valid UTF-8");
+        bool ok = true;
+        if (gguf_get_kv_type(meta_, i) == GGUF_TYPE_STRING) {
+            ok = valid_utf8(gguf_get_val_str(meta_, i));
+        } else if (gguf_get_kv_type(meta_, i) == GGUF_TYPE_ARRAY && gguf_get_arr_type(meta_, i) == GGUF_TYPE_STRING) {
+            for (size_t j = 0; ok && j < gguf_get_arr_n(meta_, i); ++j) ok = valid_utf8(gguf_get_arr_str(meta_, i, j));
+        }
+        if (!ok) fail("metadata key " + key + " holds a string that is not valid UTF-8");
+    }
+    for (int64_t i = 0; i < gguf_get_n_tensors(meta_); ++i) {
+        if (!valid_utf8(gguf_get_tensor_name(meta_, i))) {
+            fail("tensor #" + std::to_string(i) + " has a name that is not valid UTF-8");
+        }
     }
 
     const int64_t arch_id = gguf_find_key(meta_, "general.architecture");
@@ -189,6 +301,24 @@ int64_t GGUFFile::key_id(const std::string & key, gguf_type type) const {
 
 uint32_t GGUFFile::get_u32(const std::string & key) const {
     return gguf_get_val_u32(meta_, key_id(key, GGUF_TYPE_UINT32));
+}
+
+uint32_t GGUFFile::get_count(const std::string & key) const {
+    const uint32_t n = get_u32(key);
+    if (n > n_tensors()) {
+        fail("metadata " + key + " = " + std::to_string(n) + " exceeds the " + std::to_string(n_tensors()) +
+             " tensors of the file");
+    }
+    return n;
+}
+
+uint32_t GGUFFile::get_u32_in(const std::string & key, uint32_t lo, uint32_t hi) const {
+    const uint32_t v = get_u32(key);
+    if (v < lo || v > hi) {
+        fail("metadata " + key + " = " + std::to_string(v) + " is outside [" + std::to_string(lo) + ", " +
+             std::to_string(hi) + "]");
+    }
+    return v;
 }
 
 float GGUFFile::get_f32(const std::string & key) const {

@@ -41,6 +41,11 @@ public:
     void check_all_consumed() const;
 
     uint32_t get_u32(const std::string & key) const;
+    // A u32 that counts parts each with tensors of their own (layers, quantizers, blocks): at
+    // most the file's tensor count, so a corrupt count fails here, before it sizes anything.
+    uint32_t get_count(const std::string & key) const;
+    // A u32 in [lo, hi] (rates and sizes that no tensor checks); throws naming key and range.
+    uint32_t get_u32_in(const std::string & key, uint32_t lo, uint32_t hi) const;
     float get_f32(const std::string & key) const;
     bool get_bool(const std::string & key) const;
     std::string get_str(const std::string & key) const;

@@ -74,15 +74,16 @@ DURATION_CASES = [
 ]
 
 
-def reference_signal_24k() -> np.ndarray:
-    """Returns the deterministic 1 s, 24 kHz test signal (float32).
+def reference_signal_24k(rate: int = SAMPLE_RATE) -> np.ndarray:
+    """Returns the deterministic 1 s test signal (float32), 24 kHz unless ``rate`` is given.
 
     Two tones, a rising chirp and white noise with a slow amplitude envelope;
-    RMS is about 0.08 (below 0.1, so the cloning path rescales it).
+    RMS is about 0.08 (below 0.1, so the cloning path rescales it). At other
+    rates the noise fills that rate's whole band, so resampling has work to do.
     """
     rng = np.random.default_rng(SEED)
-    n = int(SIGNAL_SECONDS * SAMPLE_RATE)
-    t = np.arange(n) / SAMPLE_RATE
+    n = int(SIGNAL_SECONDS * rate)
+    t = np.arange(n) / rate
     chirp = np.sin(2 * np.pi * (150.0 * t + 400.0 * t**2))
     x = 0.5 * np.sin(2 * np.pi * 220.0 * t) + 0.3 * np.sin(2 * np.pi * 660.0 * t + 0.5) + 0.3 * chirp
     x += 0.2 * rng.standard_normal(n)
@@ -401,6 +402,40 @@ def dump_codec_encode(model: OmniVoice, out: Path) -> None:
 
 
 # ---------------------------------------------------------------------------
+# resample.npz
+# ---------------------------------------------------------------------------
+
+# Reference rates other than the codec's 24 kHz (16 kHz: upstream resamples it to 24 kHz too).
+RESAMPLE_RATES = [8000, 16000, 22050, 44100, 48000]
+
+
+@torch.no_grad()
+def dump_resample(model: OmniVoice, out: Path) -> None:
+    """Upstream's resampling of references at other rates, and what it makes of them.
+
+    For each rate: the test signal at that rate, torchaudio's resample of it to 24 kHz (the step
+    upstream's ``create_voice_clone_prompt`` and ``load_audio`` take), the codec's codes of that
+    24 kHz signal (as ``encode`` of audio at that rate), and the voice-clone prompt upstream makes
+    from ``(signal, rate)``.
+    """
+    import torchaudio
+
+    arrays: dict[str, Any] = {}
+    meta: dict[str, Any] = {"rates": RESAMPLE_RATES, "ref_text": "Nice to meet you.", "prompt_ref_rms": {}}
+    for rate in RESAMPLE_RATES:
+        wave = torch.from_numpy(reference_signal_24k(rate))[None]
+        wave24 = torchaudio.functional.resample(wave, rate, SAMPLE_RATE)
+        prompt = model.create_voice_clone_prompt(ref_audio=(wave, rate), ref_text=meta["ref_text"])
+        arrays[f"wave_{rate}"] = wave[0]
+        arrays[f"to24k_{rate}"] = wave24[0]
+        arrays[f"codes_{rate}"] = model.audio_tokenizer.encode(wave24[None]).audio_codes[0].to(torch.int32)
+        arrays[f"prompt_codes_{rate}"] = prompt.ref_audio_tokens.to(torch.int32)
+        meta["prompt_ref_rms"][str(rate)] = prompt.ref_rms
+    save_npz(out / "resample.npz", arrays)
+    save_json(out / "resample.json", meta)
+
+
+# ---------------------------------------------------------------------------
 # generate_*.npz
 # ---------------------------------------------------------------------------
 
@@ -480,6 +515,7 @@ def main() -> None:
     dump_lm_logits(model, args.out)
     dump_codec_decode(model, args.out)
     dump_codec_encode(model, args.out)
+    dump_resample(model, args.out)
     dump_generate(model, args.out)
 
 

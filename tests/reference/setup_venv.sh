@@ -6,8 +6,9 @@
 #   VENV_DIR     defaults to /work/refvenv
 #   TORCH_WHEEL  the torch 2.13.0 CPU wheel on disk (pip must not pull another torch)
 #
-# torchaudio is NOT installed (no wheel matches this torch): put
-# tests/reference/torchaudio_stub first on PYTHONPATH instead (see README.md).
+# torchaudio is NOT installed (no wheel matches this torch): its wheel is only downloaded into
+# VENV_DIR/wheels, and tests/reference/torchaudio_stub (first on PYTHONPATH, see README.md) loads
+# torchaudio's own resample functions from it.
 # Never install our own omnivoice package into this venv: the import names clash.
 set -euo pipefail
 
@@ -25,4 +26,7 @@ PIP="$VENV/bin/pip"
 "$PIP" install -q -c "$VENV/torch-constraint.txt" \
     transformers==5.24.0 tokenizers==0.23.3 safetensors==0.8.0 accelerate==1.15.0 \
     numpy==2.4.6 soundfile==0.14.0 pydub==0.25.1 soxr==1.1.0
+# torchaudio's resample code (plain torch) for the stub; its compiled parts are never loaded.
+"$PIP" download -q --no-deps torchaudio==2.11.1 -d "$VENV/wheels"
 "$VENV/bin/python" -c 'import torch, transformers, soxr; print("torch", torch.__version__, "transformers", transformers.__version__)'
+PYTHONPATH="$(dirname "$0")/torchaudio_stub" "$VENV/bin/python" -P -c 'import torchaudio.functional'

@@ -41,13 +41,19 @@ static void read_captures(const std::vector<ggml_tensor *> & captured, std::map<
     }
 }
 
+// Sample rates a codec file may state: 1 kHz to 384 kHz (the real one: 24 kHz, HuBERT 16 kHz).
+// Audio is resampled to them, so an absurd value would size absurd buffers.
+constexpr uint32_t kMinRate = 1000;
+constexpr uint32_t kMaxRate = 384000;
+
 CodecHParams CodecHParams::load(const GGUFFile & file) {
     CodecHParams hp;
-    hp.sample_rate = (int) file.get_u32("omnivoice.sample_rate");
-    hp.hop_length = (int) file.get_u32("omnivoice.acoustic.hop_length");
+    hp.sample_rate = (int) file.get_u32_in("omnivoice.sample_rate", kMinRate, kMaxRate);
+    hp.hop_length = (int) file.get_u32_in("omnivoice.acoustic.hop_length", 1, hp.sample_rate);
     hp.has_encoder = file.get_bool("omnivoice.has_encoder");
-    if (hp.sample_rate <= 0 || hp.hop_length <= 0) {
-        throw ModelFormatError(file.path() + ": omnivoice.sample_rate and acoustic.hop_length must be positive");
+    // HuBERT's input rate: encode resamples to it, so an encoder file must state it.
+    if (hp.has_encoder) {
+        hp.semantic_sample_rate = (int) file.get_u32_in("omnivoice.semantic_sample_rate", kMinRate, kMaxRate);
     }
     hp.frame_rate = (hp.sample_rate + hp.hop_length - 1) / hp.hop_length;
     hp.rvq = RvqHParams::load(file);

@@ -20,6 +20,7 @@ namespace ov {
 
 struct CodecHParams {
     int sample_rate = 0;        // 24000
+    int semantic_sample_rate = 0;  // 16000, HuBERT's input (0 without the encoder)
     int hop_length = 0;         // 960 audio samples per frame
     int frame_rate = 0;         // ceil(sample_rate / hop_length) = 25
     bool has_encoder = false;   // the encode half is stored (omnivoice.has_encoder)

@@ -21,7 +21,7 @@ HubertHParams HubertHParams::load(const GGUFFile & file) {
     hp.n_embd = (int) file.get_u32(key("hidden_size"));
     hp.n_ff = (int) file.get_u32(key("intermediate_size"));
     hp.n_head = (int) file.get_u32(key("num_attention_heads"));
-    hp.n_layer = (int) file.get_u32(key("num_hidden_layers"));
+    hp.n_layer = (int) file.get_count(key("num_hidden_layers"));
     hp.conv_dim = file.get_int_array(key("conv_dim"));
     hp.conv_kernel = file.get_int_array(key("conv_kernel"));
     hp.conv_stride = file.get_int_array(key("conv_stride"));

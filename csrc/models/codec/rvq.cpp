@@ -7,7 +7,7 @@ namespace ov {
 
 RvqHParams RvqHParams::load(const GGUFFile & file) {
     RvqHParams hp;
-    hp.n_quantizers = (int) file.get_u32("omnivoice.n_quantizers");
+    hp.n_quantizers = (int) file.get_count("omnivoice.n_quantizers");
     hp.codebook_size = file.get_u32("omnivoice.codebook_size");
     hp.codebook_dim = file.get_u32("omnivoice.codebook_dim");
     hp.hidden = (int64_t) file.get_u32("omnivoice.acoustic.hidden_size") +

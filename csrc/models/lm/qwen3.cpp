@@ -43,7 +43,7 @@ static ggml_tensor * stacked_projection(ggml_context * ctx, const std::vector<co
 Qwen3HParams Qwen3HParams::load(const GGUFFile & f) {
     const auto key = [](const char * name) { return join_name(kArch, name); };
     Qwen3HParams hp;
-    hp.n_layer = f.get_u32(key("block_count"));
+    hp.n_layer = f.get_count(key("block_count"));
     hp.n_embd = f.get_u32(key("embedding_length"));
     hp.n_ff = f.get_u32(key("feed_forward_length"));
     hp.n_head = f.get_u32(key("attention.head_count"));
@@ -53,7 +53,7 @@ Qwen3HParams Qwen3HParams::load(const GGUFFile & f) {
     hp.n_ctx_train = f.get_u32(key("context_length"));
     hp.rms_eps = f.get_f32(key("attention.layer_norm_rms_epsilon"));
     hp.rope_freq_base = f.get_f32(key("rope.freq_base"));
-    hp.n_codebook = f.get_u32("omnivoice.num_audio_codebook");
+    hp.n_codebook = f.get_count("omnivoice.num_audio_codebook");
     hp.audio_vocab = f.get_u32("omnivoice.audio_vocab_size");
     hp.audio_mask_id = f.get_u32("omnivoice.audio_mask_id");
     // omnivoice.cpp stores these weights as an INT32 array ([8, 8, 6, 6, 4, 4, 2, 2]), ours as FLOAT32.

@@ -8,4 +8,4 @@ build in the reference venv, so this package provides that one function.
 from torchaudio import functional
 
 __all__ = ["functional"]
-__version__ = "0.0.0+soxr-stub"
+__version__ = "2.11.1+resample-only"

@@ -1,39 +1,60 @@
-"""``torchaudio.functional.resample`` implemented with soxr."""
+"""``torchaudio.functional.resample``: torchaudio 2.11.1's own code, loaded from its wheel.
 
-import numpy as np
-import soxr
+No torchaudio wheel matches the reference venv's torch build (its compiled extension would not
+load), but the resampler is plain torch. This module reads ``torchaudio/functional/functional.py``
+out of the downloaded wheel and compiles just the three functions that make up ``resample``
+(``_get_sinc_resample_kernel``, ``_apply_sinc_resample_kernel``, ``resample``), so the fixtures
+hold exactly what upstream's resampling gives. The wheel is found at ``$TORCHAUDIO_WHEEL`` or in
+``<venv>/wheels/`` (``setup_venv.sh`` downloads it there with ``pip download --no-deps
+torchaudio==2.11.1``). Without it the import fails: there is no silent stand-in.
+"""
+
+import ast
+import math
+import os
+import sys
+import warnings
+import zipfile
+from pathlib import Path
+from typing import List, Optional, Tuple, Union
+
 import torch
+from torch import Tensor
+
+_VERSION = "2.11.1"
+_SOURCE = "torchaudio/functional/functional.py"
+_NAMES = ("_get_sinc_resample_kernel", "_apply_sinc_resample_kernel", "resample")
 
 
-def resample(
-    waveform: torch.Tensor,
-    orig_freq: int,
-    new_freq: int,
-    *args: object,
-    **kwargs: object,
-) -> torch.Tensor:
-    """Resample ``waveform`` along its last axis with soxr (quality "HQ").
+def _wheel() -> Path:
+    """The torchaudio wheel: ``$TORCHAUDIO_WHEEL``, else the one in ``<venv>/wheels/``."""
+    if os.environ.get("TORCHAUDIO_WHEEL"):
+        return Path(os.environ["TORCHAUDIO_WHEEL"])
+    found = sorted((Path(sys.prefix) / "wheels").glob(f"torchaudio-{_VERSION}-*.whl"))
+    if not found:
+        raise ImportError(
+            f"torchaudio {_VERSION} wheel not found in {Path(sys.prefix) / 'wheels'}: run "
+            f"'pip download --no-deps torchaudio=={_VERSION} -d {Path(sys.prefix) / 'wheels'}' "
+            "or set TORCHAUDIO_WHEEL"
+        )
+    return found[-1]
 
-    Extra positional/keyword arguments of torchaudio's signature (filter
-    width, rolloff, method, beta) are accepted and ignored.
 
-    Args:
-        waveform: Tensor of shape (..., time).
-        orig_freq: Input sample rate in Hz.
-        new_freq: Output sample rate in Hz.
+def _load() -> dict:
+    """Compiles the resample functions from the wheel's source into a namespace."""
+    path = _wheel()
+    with zipfile.ZipFile(path) as whl:
+        source = whl.read(_SOURCE).decode("utf-8")
+    tree = ast.parse(source, filename=f"{path}!{_SOURCE}")
+    funcs = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name in _NAMES]
+    if sorted(f.name for f in funcs) != sorted(_NAMES):
+        raise ImportError(f"{path}: {_SOURCE} does not define {', '.join(_NAMES)}")
+    namespace = {
+        "math": math, "warnings": warnings, "torch": torch, "Tensor": Tensor, "Optional": Optional,
+        "List": List, "Tuple": Tuple, "Union": Union, "_CPU": torch.device("cpu"),
+    }
+    exec(compile(ast.Module(body=funcs, type_ignores=[]), f"{path}!{_SOURCE}", "exec"), namespace)
+    return namespace
 
-    Returns:
-        The resampled tensor, shape (..., new_time), same dtype and device.
-    """
-    orig_freq, new_freq = int(orig_freq), int(new_freq)
-    if orig_freq <= 0 or new_freq <= 0:
-        raise ValueError(f"sample rates must be positive, got {orig_freq} -> {new_freq}")
-    if orig_freq == new_freq:
-        return waveform
-    lead_shape = waveform.shape[:-1]
-    flat = waveform.detach().reshape(-1, waveform.shape[-1]).to("cpu", torch.float64).numpy()
-    # soxr takes (frames, channels)
-    out = soxr.resample(np.ascontiguousarray(flat.T), orig_freq, new_freq, quality="HQ")
-    out = np.ascontiguousarray(np.asarray(out).reshape(out.shape[0], -1).T)
-    result = torch.from_numpy(out).to(device=waveform.device, dtype=waveform.dtype)
-    return result.reshape(*lead_shape, result.shape[-1])
+
+resample = _load()["resample"]
