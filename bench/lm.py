@@ -48,6 +48,18 @@ def make_inputs(lm: _core.LM, s_len: int, t_len: int, n_ref: int, rng: np.random
     return ids, mask
 
 
+def resident_gb() -> float:
+    """This process's resident memory now (the model's touched weights, its buffers, Python)."""
+    with open("/proc/self/status", encoding="ascii") as f:
+        kb = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+    return kb / 1e6
+
+
+def gguf_gb(gguf_dir: Path, wtype: str) -> float:
+    """Size of the LM GGUF of `wtype`."""
+    return (gguf_dir / f"omnivoice-base-{wtype}.gguf").stat().st_size / 1e9
+
+
 def step_flops(lm: _core.LM, segments: list[tuple[int, int, int]]) -> float:
     """Multiply-adds x 2 of one packed step: projections, attention per segment, target heads."""
     hd, d = lm.head_dim, lm.hidden_size
@@ -87,7 +99,7 @@ def main() -> None:
             s_len, t_len, n_ref = SHAPES[shape]
             repeats = args.repeats if shape == "auto" else args.clone_repeats
             segments = [(s_len, s_len - t_len, t_len), (t_len, 0, t_len)]
-            ours, logits, mm, ids = {}, {}, {}, None
+            ours, logits, mm, rss, ids = {}, {}, {}, {}, None
             for wtype in types:  # one model in memory at a time
                 lm = _core.LM(str(args.gguf_dir / f"omnivoice-base-{wtype}.gguf"), backend)
                 if ids is None:
@@ -98,6 +110,7 @@ def main() -> None:
                 session = lm.session(segments)
                 # The warm-up call pages the weights in.
                 ours[wtype], logits[wtype] = time_calls(lambda: session.forward(packed_ids, packed_mask), repeats)
+                rss[wtype] = resident_gb()
                 # The yardstick right after our runs, so both see the same load on a shared machine.
                 mm[wtype] = matmul_gflops(wtype, lm.hidden_size, lm.intermediate_size, 512, args.threads)
                 flops = step_flops(lm, segments)
@@ -107,7 +120,8 @@ def main() -> None:
             for wtype in types:
                 rate = flops / statistics.median(ours[wtype]) / 1e9
                 print(f"  ours {wtype:5s} {runs_text(ours[wtype])}  {rate:5.0f} GFLOP/s; ggml's matmul "
-                      f"{mm[wtype]:.0f} GFLOP/s (weight hidden x ffn, 512 tokens): {rate / mm[wtype]:.0%}")
+                      f"{mm[wtype]:.0f} GFLOP/s (weight hidden x ffn, 512 tokens): {rate / mm[wtype]:.0%}; "
+                      f"RSS {rss[wtype]:.2f} GB for a {gguf_gb(args.gguf_dir, wtype):.2f} GB GGUF")
             if args.no_ref:
                 continue
             # At the cloning shape a PyTorch run takes about a minute: a warm-up's overhead is noise.

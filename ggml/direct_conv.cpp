@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "custom_op.h"
+#include "isa.h"
 
 namespace {
 
@@ -122,7 +123,7 @@ __attribute__((always_inline)) inline void conv_range(const ConvArgs & a, int64_
 }
 
 // One build per instruction set, with its vector width and register count (32 zmm, 16 ymm, 16
-// xmm; with 16, blocks of 4 vectors would leave tiles of 2 steps), picked once at run time.
+// xmm; with 16, blocks of 4 vectors would leave tiles of 2 steps), picked by ov_isa().
 using ConvRangeFn = void (*)(const ConvArgs &, int64_t, int64_t);
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -139,8 +140,11 @@ void conv_range_base(const ConvArgs & a, int64_t t0, int64_t t1) { conv_range<4,
 
 ConvRangeFn pick_conv_range() {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("x86-64-v4")) return conv_range_avx512;
-    if (__builtin_cpu_supports("x86-64-v3")) return conv_range_avx2;
+    switch (ov_isa()) {
+        case OvIsa::avx512: return conv_range_avx512;
+        case OvIsa::avx2: return conv_range_avx2;
+        case OvIsa::base: break;
+    }
 #endif
     return conv_range_base;
 }
@@ -170,8 +174,7 @@ void conv_compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
 
     int64_t t0, t1;
     ov_thread_range(dst->ne[1], ith, nth, &t0, &t1);
-    static const ConvRangeFn conv_range_best = pick_conv_range();
-    if (t0 < t1) conv_range_best(a, t0, t1);
+    if (t0 < t1) pick_conv_range()(a, t0, t1);
 }
 
 }  // namespace

@@ -146,3 +146,22 @@ class testing:
         b_out: npt.ArrayLike,
         n_threads: int = 2,
     ) -> np.ndarray: ...
+    @staticmethod
+    def op_linear(
+        x: npt.ArrayLike, weights: list[npt.ArrayLike], wtypes: list[str], n_threads: int = 2, mul_mat: bool = False
+    ) -> np.ndarray: ...
+    @staticmethod
+    def linear_seconds(
+        x: npt.ArrayLike,
+        weights: list[npt.ArrayLike],
+        wtypes: list[str],
+        n_threads: int = 2,
+        mul_mat: bool = False,
+        repeats: int = 5,
+    ) -> list[float]: ...
+    @staticmethod
+    def op_round_trip(w: npt.ArrayLike, wtype: str) -> np.ndarray: ...
+    @staticmethod
+    def simd() -> str: ...
+    @staticmethod
+    def set_simd_cap(name: str) -> str: ...

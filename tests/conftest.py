@@ -9,6 +9,7 @@ longest end-to-end cases.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -16,6 +17,7 @@ import gguf
 import numpy as np
 import pytest
 
+from omnivoice import _core
 from omnivoice.convert import convert_codec, convert_lm, convert_model
 
 DATA = Path(__file__).parent / "data"
@@ -105,3 +107,21 @@ def _rewrite_gguf(
 def rewrite_gguf() -> Callable[..., Path]:
     """``rewrite_gguf(src, dst, overrides=..., drop=..., to_f16=..., extra=...)``: see _rewrite_gguf."""
     return _rewrite_gguf
+
+
+def simd_builds() -> list[str]:
+    """Our kernels' instruction-set builds this CPU can run, narrowest first."""
+    order = ["base", "avx2", "avx512"]
+    previous = _core.testing.set_simd_cap("avx512")
+    widest = _core.testing.simd()
+    _core.testing.set_simd_cap(previous)
+    return order[: order.index(widest) + 1]
+
+
+@pytest.fixture(params=simd_builds())
+def simd_build(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Runs the test with our hand-dispatched CPU kernels forced to one build, then restores the cap."""
+    previous = _core.testing.set_simd_cap(request.param)
+    assert _core.testing.simd() == request.param
+    yield request.param
+    _core.testing.set_simd_cap(previous)

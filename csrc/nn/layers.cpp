@@ -5,6 +5,7 @@
 
 #include "direct_conv.h"
 #include "ggml-alloc.h"
+#include "linear.h"
 #include "norm.h"
 #include "runtime/errors.h"
 #include "snake.h"
@@ -61,11 +62,6 @@ ggml_tensor * DerivedWeights::conv_weight(ggml_tensor * w, bool direct) {
     return direct ? add(w, w->type, oc, k * ic, {2, 1, 0}) : add(w, w->type, k * ic, oc, {1, 0, 2});
 }
 
-ggml_tensor * DerivedWeights::linear_weight(ggml_tensor * w) {
-    // src axes: 0 = in, 1 = out
-    return add(w, w->type, w->ne[1], w->ne[0], {1, 0, 2});
-}
-
 ggml_tensor * DerivedWeights::conv_transpose_weight(ggml_tensor * w, bool direct) {
     // src axes: 0 = k, 1 = oc, 2 = ic
     const int64_t k = w->ne[0], oc = w->ne[1], ic = w->ne[2];
@@ -112,7 +108,7 @@ void DerivedWeights::materialize(const Backend & backend) {
     if (!buffer_) throw std::runtime_error("cannot allocate backend memory for the derived weights");
     ggml_backend_buffer_set_usage(buffer_, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
     // Host buffers (a CPU backend's, the mmapped file) are read and written in place: the LM's
-    // F32 projections are 1.7 GB.
+    // joined projections are about 1 GB.
     const bool dst_host = ggml_backend_buffer_is_host(buffer_);
     std::vector<char> in_copy, out_copy;
     for (const Job & job : jobs_) {
@@ -225,17 +221,15 @@ void Linear::load(GGUFFile & file, const std::string & prefix, int64_t in_featur
     bias = has_bias ? file.tensor(join_name(prefix, "bias"), {out_features}, {GGML_TYPE_F32}) : nullptr;
 }
 
-void Linear::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_features,
-                  int64_t out_features, bool has_bias, const std::vector<ggml_type> & types, bool allow_direct) {
-    ggml_tensor * w = file.tensor(join_name(prefix, "weight"), {in_features, out_features}, types);
-    direct = allow_direct && use_direct(w, out_features);
-    weight = direct ? derived.linear_weight(w) : w;
+void Linear::load(GGUFFile & file, const std::string & prefix, int64_t in_features, int64_t out_features,
+                  bool has_bias, const std::vector<ggml_type> & types, bool allow_packed) {
+    weight = file.tensor(join_name(prefix, "weight"), {in_features, out_features}, types);
+    packed = allow_packed && ov_linear_preferred(weight->type);
     bias = has_bias ? file.tensor(join_name(prefix, "bias"), {out_features}, {GGML_TYPE_F32}) : nullptr;
 }
 
 ggml_tensor * Linear::forward(ggml_context * ctx, ggml_tensor * x) const {
-    if (direct) return ov_conv_1d_direct(ctx, x, weight, bias, nullptr, 1, 1, 0, 1);
-    ggml_tensor * y = ggml_mul_mat(ctx, weight, x);
+    ggml_tensor * y = packed ? ov_linear(ctx, x, {weight}) : ggml_mul_mat(ctx, weight, x);
     if (bias) y = ggml_add(ctx, y, bias);
     return y;
 }

@@ -4,7 +4,8 @@
 // channels innermost (PyTorch's (T, C); a (1, C, T) module input is transposed once at the model's
 // edge). A Conv1d with F32 weights and OC a multiple of 4 is one ov_conv_1d_direct (others:
 // ov_unfold_1d + mul_mat); a ConvTranspose1d is the same direct op as a pointwise conv to K*OC
-// channels, then ov_fold_1d overlap-adds, and so is a direct Linear. No transposes.
+// channels, then ov_fold_1d overlap-adds. A packed Linear is ov_linear on the file's weights. No
+// transposes.
 // Each layer struct holds its weights, looked up by exact checkpoint name with strict shapes, and
 // builds its graph.
 #include <cstdint>
@@ -31,8 +32,6 @@ public:
     // Conv1d weight (OC, IC, K) = ggml [K, IC, OC] -> [K*IC, OC] (mul_mat on ov_unfold_1d's
     // columns) or, direct, [OC, K*IC]; index k*IC + ic either way. Keeps the source type.
     ggml_tensor * conv_weight(ggml_tensor * weight, bool direct);
-    // Linear weight [IN, OUT] -> [OUT, IN], direct's layout for a pointwise conv. Keeps the type.
-    ggml_tensor * linear_weight(ggml_tensor * weight);
     // ConvTranspose1d weight (IC, OC, K) = ggml [K, OC, IC] -> [IC, K*OC] (mul_mat) or, direct,
     // [K*OC, IC]; index k*OC + oc, the order ov_fold_1d reads. Keeps the source type.
     ggml_tensor * conv_transpose_weight(ggml_tensor * weight, bool direct);
@@ -117,17 +116,17 @@ struct Snake1d {
 
 // nn.Linear(in, out, bias)
 struct Linear {
-    ggml_tensor * weight = nullptr;  // [OUT, IN] when direct, else [IN, OUT] (the file's)
+    ggml_tensor * weight = nullptr;  // [IN, OUT] (the file's)
     ggml_tensor * bias = nullptr;    // [OUT], or null
-    bool direct = false;             // ov_conv_1d_direct as a pointwise conv, else mul_mat
+    bool packed = false;             // our ov_linear CPU op, else mul_mat
 
     // F32 or F16 weights, always mul_mat.
     void load(GGUFFile & file, const std::string & prefix, int64_t in_features, int64_t out_features,
               bool has_bias = true);
-    // Weights of any of `types`; F32 ones whose OUT fills whole vectors run direct when
-    // `allow_direct` (a CPU backend): ggml's F32 mul_mat reaches about half its rate.
-    void load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_features,
-              int64_t out_features, bool has_bias, const std::vector<ggml_type> & types, bool allow_direct);
+    // Weights of any of `types`; those ov_linear_preferred picks run packed when `allow_packed`
+    // (a CPU backend): 1.0-1.5x ggml's mul_mat on Zen 3 AVX2 for F32, BF16, Q8_0 (bench/linear.py).
+    void load(GGUFFile & file, const std::string & prefix, int64_t in_features, int64_t out_features,
+              bool has_bias, const std::vector<ggml_type> & types, bool allow_packed);
     // x: [IN, N] -> [OUT, N]
     ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x) const;
 };

@@ -49,7 +49,7 @@ CASES = [
 @pytest.mark.parametrize(("t", "ic", "oc", "k", "stride", "padding", "dilation"), CASES)
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_conv_matches_numpy(
-    t: int, ic: int, oc: int, k: int, stride: int, padding: int, dilation: int, n_threads: int
+    simd_build: str, t: int, ic: int, oc: int, k: int, stride: int, padding: int, dilation: int, n_threads: int
 ) -> None:
     rng = np.random.default_rng(t * 7 + oc)
     x = rng.standard_normal((t, ic)).astype(np.float32)

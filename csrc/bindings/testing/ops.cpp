@@ -3,14 +3,19 @@
 #include <pybind11/stl.h>
 #include <pybind11/pybind11.h>
 
+#include <chrono>
+#include <cstring>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "bindings/registry.h"
 #include "direct_conv.h"
 #include "gelu_erf.h"
+#include "isa.h"
+#include "linear.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
@@ -34,9 +39,11 @@ ContextPtr new_context() {
 }
 
 // Computes `out` on a CPU backend of n_threads after uploading `inputs`; returns it as numpy
-// (ggml's shape reversed): float32, or int32 for an I32 result.
+// (ggml's shape reversed): float32, or int32 for an I32 result. With `seconds`, computes it
+// `repeats` times more and appends each compute's wall time (benchmarks).
 py::array run(ggml_context * ctx, ggml_tensor * out, int n_threads,
-             const std::vector<std::pair<ggml_tensor *, const float *>> & inputs) {
+             const std::vector<std::pair<ggml_tensor *, const void *>> & inputs, std::vector<double> * seconds = nullptr,
+             int repeats = 0) {
     ggml_cgraph * graph = ggml_new_graph(ctx);
     ggml_build_forward_expand(graph, out);
     std::unique_ptr<ggml_backend, decltype(&ggml_backend_free)> cpu(ggml_backend_cpu_init(), ggml_backend_free);
@@ -46,8 +53,13 @@ py::array run(ggml_context * ctx, ggml_tensor * out, int n_threads,
     for (const auto & [t, data] : inputs) ggml_backend_tensor_set(t, data, 0, ggml_nbytes(t));
     {
         py::gil_scoped_release release;
-        if (ggml_backend_graph_compute(cpu.get(), graph) != GGML_STATUS_SUCCESS) {
-            throw std::runtime_error("graph compute failed");
+        for (int i = 0; i <= (seconds ? repeats : 0); ++i) {
+            const auto t0 = std::chrono::steady_clock::now();
+            if (ggml_backend_graph_compute(cpu.get(), graph) != GGML_STATUS_SUCCESS) {
+                throw std::runtime_error("graph compute failed");
+            }
+            const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+            if (seconds && i > 0) seconds->push_back(dt.count());
         }
     }
     py::array result = out->type == GGML_TYPE_I32 ? py::array(py::array_t<int32_t>({out->ne[1], out->ne[0]}))
@@ -90,7 +102,7 @@ py::array conv1d(const F32Array & x, const F32Array & weight, std::optional<F32A
     ContextPtr ctx = new_context();
     ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, ic, n_t);
     ggml_tensor * wt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, oc, kernel * ic);
-    std::vector<std::pair<ggml_tensor *, const float *>> inputs = {{xt, x.data()}, {wt, weight.data()}};
+    std::vector<std::pair<ggml_tensor *, const void *>> inputs = {{xt, x.data()}, {wt, weight.data()}};
     ggml_tensor * bt = nullptr;
     ggml_tensor * rt = nullptr;
     if (bias) {
@@ -118,7 +130,7 @@ py::array gelu_erf(const F32Array & x, std::optional<F32Array> bias, int n_threa
     else check_tc("gelu_erf", x, {});
     ContextPtr ctx = new_context();
     ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, x.shape(1), x.shape(0));
-    std::vector<std::pair<ggml_tensor *, const float *>> inputs = {{xt, x.data()}};
+    std::vector<std::pair<ggml_tensor *, const void *>> inputs = {{xt, x.data()}};
     ggml_tensor * bt = nullptr;
     if (bias) {
         bt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, x.shape(1));
@@ -141,7 +153,7 @@ py::array norm(const F32Array & x, const F32Array & weight, const F32Array & bia
     ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, x.shape(1), x.shape(0));
     ggml_tensor * wt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, x.shape(1));
     ggml_tensor * bt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, x.shape(1));
-    std::vector<std::pair<ggml_tensor *, const float *>> inputs = {{xt, x.data()}, {wt, weight.data()},
+    std::vector<std::pair<ggml_tensor *, const void *>> inputs = {{xt, x.data()}, {wt, weight.data()},
                                                                    {bt, bias.data()}};
     ggml_tensor * rt = nullptr;
     ggml_tensor * xbt = nullptr;
@@ -174,7 +186,7 @@ py::array rvq_encode(const F32Array & x, const F32Array & w_in, const F32Array &
     }
     ContextPtr ctx = new_context();
     ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, x.shape(1), x.shape(0));
-    std::vector<std::pair<ggml_tensor *, const float *>> inputs = {{xt, x.data()}};
+    std::vector<std::pair<ggml_tensor *, const void *>> inputs = {{xt, x.data()}};
     std::vector<ggml_tensor *> flat;
     for (const F32Array * a : {&w_in, &b_in, &embed, &w_out, &b_out}) {
         flat.push_back(ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, a->size()));
@@ -182,6 +194,80 @@ py::array rvq_encode(const F32Array & x, const F32Array & w_in, const F32Array &
     }
     ggml_tensor * y = ov_rvq_encode(ctx.get(), xt, flat[0], flat[1], flat[2], flat[3], flat[4], (int) w_in.shape(0));
     return run(ctx.get(), y, n_threads, inputs);
+}
+
+// A weight type by name ("F32", "F16", "BF16", "Q8_0"), as the packed linear reads them.
+ggml_type weight_type(const std::string & name) {
+    if (name == "F32") return GGML_TYPE_F32;
+    if (name == "F16") return GGML_TYPE_F16;
+    if (name == "BF16") return GGML_TYPE_BF16;
+    if (name == "Q8_0") return GGML_TYPE_Q8_0;
+    throw ov::InvalidInput("wtype must be one of F32, F16, BF16, Q8_0, got '" + name + "'");
+}
+
+// w (OUT, IN) stored as `type` by ggml's own conversion or quantizer: the bytes of ggml [IN, OUT].
+std::vector<uint8_t> to_type(const F32Array & w, ggml_type type) {
+    if (w.ndim() != 2 || w.size() == 0 || w.shape(1) % ggml_blck_size(type) != 0) {
+        throw ov::InvalidInput(std::string("weight must be (OUT, IN) with IN a multiple of ") +
+                               std::to_string(ggml_blck_size(type)) + " for " + ggml_type_name(type));
+    }
+    std::vector<uint8_t> bytes(ggml_row_size(type, w.shape(1)) * w.shape(0));
+    ggml_quantize_chunk(type, w.data(), bytes.data(), 0, w.shape(0), w.shape(1), nullptr);
+    return bytes;
+}
+
+// w (OUT, IN) after a round trip through `wtype` (what the op multiplies by), via ggml's to_float.
+py::array round_trip(const F32Array & w, const std::string & wtype) {
+    const ggml_type type = weight_type(wtype);
+    const std::vector<uint8_t> bytes = to_type(w, type);
+    F32Array out({w.shape(0), w.shape(1)});
+    // ggml has no to_float for F32, which is stored as is.
+    if (type == GGML_TYPE_F32) std::memcpy(out.mutable_data(), bytes.data(), bytes.size());
+    else ggml_get_type_traits(type)->to_float(bytes.data(), out.mutable_data(), w.size());
+    return out;
+}
+
+// ov_linear (or ggml's mul_mat, one weight) on x (N, IN) and weights (OUT_i, IN), each stored as
+// its wtypes[i] -> (N, sum OUT_i); with `seconds`, timed as run() does.
+py::array linear(const F32Array & x, const std::vector<F32Array> & weights, const std::vector<std::string> & wtypes,
+                 int n_threads, bool mul_mat, std::vector<double> * seconds = nullptr, int repeats = 0) {
+    if (x.ndim() != 2 || x.size() == 0) throw ov::InvalidInput("linear: x must be (N, IN) with N, IN >= 1");
+    if (weights.empty() || weights.size() >= GGML_MAX_SRC || wtypes.size() != weights.size()) {
+        throw ov::InvalidInput("linear: need 1 to 9 weights and one wtype per weight");
+    }
+    std::vector<std::vector<uint8_t>> stored;
+    for (size_t i = 0; i < weights.size(); ++i) {
+        if (weights[i].ndim() != 2 || weights[i].shape(1) != x.shape(1)) {
+            throw ov::InvalidInput("linear: each weight must be (OUT, IN) with x's IN");
+        }
+        stored.push_back(to_type(weights[i], weight_type(wtypes[i])));
+    }
+    ContextPtr ctx = new_context();
+    ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, x.shape(1), x.shape(0));
+    std::vector<std::pair<ggml_tensor *, const void *>> inputs = {{xt, x.data()}};
+    std::vector<ggml_tensor *> wts;
+    for (size_t i = 0; i < weights.size(); ++i) {
+        wts.push_back(ggml_new_tensor_2d(ctx.get(), weight_type(wtypes[i]), x.shape(1), weights[i].shape(0)));
+        inputs.push_back({wts.back(), stored[i].data()});
+    }
+    if (mul_mat && wts.size() != 1) throw ov::InvalidInput("linear: ggml's mul_mat takes one weight");
+    ggml_tensor * y = mul_mat ? ggml_mul_mat(ctx.get(), wts[0], xt) : ov_linear(ctx.get(), xt, wts);
+    return run(ctx.get(), y, n_threads, inputs, seconds, repeats);
+}
+
+// Seconds of `repeats` computes of linear() after one warm-up (bench/linear.py).
+std::vector<double> linear_seconds(const F32Array & x, const std::vector<F32Array> & weights,
+                                   const std::vector<std::string> & wtypes, int n_threads, bool mul_mat, int repeats) {
+    std::vector<double> seconds;
+    linear(x, weights, wtypes, n_threads, mul_mat, &seconds, repeats);
+    return seconds;
+}
+
+OvIsa isa_by_name(const std::string & name) {
+    for (OvIsa isa : {OvIsa::base, OvIsa::avx2, OvIsa::avx512}) {
+        if (name == ov_isa_name(isa)) return isa;
+    }
+    throw ov::InvalidInput("simd must be 'base', 'avx2' or 'avx512', got '" + name + "'");
 }
 
 void bind_ops(py::module_ & m) {
@@ -202,6 +288,23 @@ void bind_ops(py::module_ & m) {
           "Residual VQ encode of x (T, hidden) through n_q codebooks (project_in (n_q, dim, hidden) + (n_q, dim), "
           "embed (n_q, size, dim), project_out (n_q, hidden, dim) + (n_q, hidden)) -> codes (n_q, T), as the "
           "codec runs it (for tests).");
+    m.def(
+        "op_linear",
+        [](const F32Array & x, const std::vector<F32Array> & weights, const std::vector<std::string> & wtypes,
+           int n_threads, bool mul_mat) { return linear(x, weights, wtypes, n_threads, mul_mat); },
+        "x"_a, "weights"_a, "wtypes"_a, "n_threads"_a = 2, "mul_mat"_a = false,
+        "The packed linear op on x (N, IN) and weights (OUT_i, IN) stored as wtypes[i] (F32, F16, BF16, Q8_0) "
+        "-> (N, sum OUT_i); with mul_mat, ggml's own op on the one weight instead (for tests).");
+    m.def("linear_seconds", &linear_seconds, "x"_a, "weights"_a, "wtypes"_a, "n_threads"_a = 2, "mul_mat"_a = false,
+          "repeats"_a = 5, "Wall seconds of each of `repeats` computes of op_linear's graph (for benchmarks).");
+    m.def("op_round_trip", &round_trip, "w"_a, "wtype"_a,
+          "w (OUT, IN) converted to wtype by ggml and back to float32: the weights op_linear multiplies by.");
+    m.def("simd", []() { return std::string(ov_isa_name(ov_isa())); },
+          "The instruction-set build our CPU kernels run now: 'avx512', 'avx2' or 'base'.");
+    m.def("set_simd_cap", [](const std::string & name) { return std::string(ov_isa_name(ov_set_isa_cap(isa_by_name(name)))); },
+          "name"_a,
+          "Caps our CPU kernels' build at 'base', 'avx2' or 'avx512' (no cap) and returns the previous cap; "
+          "OMNIVOICE_SIMD sets it at start-up. For tests and comparisons.");
 }
 
 const ov::Binding reg(&bind_ops, ov::Binding::testing);

@@ -3,24 +3,40 @@
 #include <cmath>
 #include <string>
 
+#include "linear.h"
 #include "runtime/errors.h"
 
 namespace ov {
 
 static const char * const kArch = "omnivoice-lm";
-// Derived tensors per decoder layer at most: 7 transposed F32 projections, or 2 joined groups.
-constexpr size_t kProjPerLayer = 7;
+// Derived tensors per decoder layer at most: the 2 joined groups of the mul_mat path.
+constexpr size_t kJoinedPerLayer = 2;
 
-// Weights of `parts` joined end to end, or null when they run direct or differ in type: ggml
+// Weights of `parts` joined end to end, or null when they run packed or differ in type: ggml
 // converts a mul_mat's F32 input to the weight's dot type on every call, and bigger GEMMs run
-// closer to peak (the F32 direct op gained nothing from joining).
+// closer to peak. Packed Linears stack their outputs in one ov_linear instead, without a copy.
 static ggml_tensor * join_projections(DerivedWeights & derived, const std::vector<const Linear *> & parts) {
     std::vector<ggml_tensor *> weights;
     for (const Linear * l : parts) {
-        if (l->direct || l->weight->type != parts[0]->weight->type) return nullptr;
+        if (l->packed || l->weight->type != parts[0]->weight->type) return nullptr;
         weights.push_back(l->weight);
     }
     return derived.concat(weights);
+}
+
+// x times the weights of `parts` with their outputs stacked ([sum OUT, N]): one ov_linear when
+// they run packed, one mul_mat on their join, else null (each Linear runs on its own).
+static ggml_tensor * stacked_projection(ggml_context * ctx, const std::vector<const Linear *> & parts,
+                                        ggml_tensor * joined, ggml_tensor * x) {
+    int64_t n_out = 0;
+    std::vector<ggml_tensor *> weights;
+    for (const Linear * l : parts) {
+        n_out += l->weight->ne[1];
+        weights.push_back(l->weight);
+    }
+    if (parts[0]->packed) return ov_linear(ctx, x, weights);
+    if (joined) return ggml_mul_mat(ctx, ggml_reshape_2d(ctx, joined, x->ne[0], n_out), x);
+    return nullptr;
 }
 
 Qwen3HParams Qwen3HParams::load(const GGUFFile & f) {
@@ -77,11 +93,11 @@ Qwen3Model::Qwen3Model(const std::string & path, BackendPtr backend) : backend_(
         return f.tensor(name, {ne0, ne1}, mat_types);
     };
     const auto vec = [&](const std::string & name, int64_t ne0) { return f.tensor(name, {ne0}, {GGML_TYPE_F32}); };
-    // The direct op is a CPU custom op: F32 projections take it on a CPU backend only.
+    // ov_linear is a CPU custom op: projections take it on a CPU backend only.
     const bool cpu = backend_->is_cpu();
-    derived_ = std::make_unique<DerivedWeights>(kProjPerLayer * hp_.n_layer + 1);  // + audio_heads
+    derived_ = std::make_unique<DerivedWeights>(kJoinedPerLayer * hp_.n_layer);
     const auto linear = [&](Linear & l, const std::string & prefix, int64_t n_in, int64_t n_out) {
-        l.load(f, *derived_, prefix, n_in, n_out, /*has_bias =*/false, mat_types, cpu);
+        l.load(f, prefix, n_in, n_out, /*has_bias =*/false, mat_types, cpu);
     };
 
     const int64_t n_embd = hp_.n_embd;
@@ -269,8 +285,7 @@ void Qwen3Session::build_graph() {
             ggml_tensor * q = nullptr;  // [hd, n_head, n_tokens]
             ggml_tensor * k = nullptr;  // [hd, n_head_kv, n_tokens]
             ggml_tensor * v = nullptr;  // [hd, n_head_kv, n_tokens]
-            if (l.wqkv) {
-                ggml_tensor * qkv = ggml_mul_mat(ctx_, ggml_reshape_2d(ctx_, l.wqkv, hp.n_embd, n_q + 2 * n_kv), cur);
+            if (ggml_tensor * qkv = stacked_projection(ctx_, {&l.wq, &l.wk, &l.wv}, l.wqkv, cur)) {
                 ggml_format_name(qkv, "blk%d.qkv", il);  // [n_q + 2*n_kv, n_tokens]: rows q, k, v
                 const auto heads = [&](int64_t n_heads, int64_t first_row) {
                     return ggml_view_3d(ctx_, qkv, hd, n_heads, n_tokens, hd * qkv->nb[0], qkv->nb[1],
@@ -310,11 +325,10 @@ void Qwen3Session::build_graph() {
         {
             cur = ggml_mul(ctx_, ggml_rms_norm(ctx_, ffn_inp, hp.rms_eps), l.ffn_norm);
             ggml_format_name(cur, "blk%d.ffn_norm", il);
-            if (l.ffn_gate_up) {
+            if (ggml_tensor * gate_up = stacked_projection(ctx_, {&l.ffn_gate, &l.ffn_up}, l.ffn_gate_up, cur)) {
                 // [2*n_ff, n_tokens]: rows gate, then up, the halves ggml_swiglu reads
-                cur = ggml_mul_mat(ctx_, ggml_reshape_2d(ctx_, l.ffn_gate_up, hp.n_embd, 2 * hp.n_ff), cur);
-                ggml_format_name(cur, "blk%d.ffn_gate_up", il);
-                cur = ggml_swiglu(ctx_, cur);
+                ggml_format_name(gate_up, "blk%d.ffn_gate_up", il);
+                cur = ggml_swiglu(ctx_, gate_up);
             } else {
                 cur = ggml_swiglu_split(ctx_, l.ffn_gate.forward(ctx_, cur), l.ffn_up.forward(ctx_, cur));
             }

@@ -50,7 +50,8 @@ struct Qwen3Layer {
     ggml_tensor * ffn_norm = nullptr;  // post_attention_layernorm
     Linear ffn_gate, ffn_up, ffn_down;  // mlp.{gate,up,down}_proj, bias-free
     // Weights joined end to end (1-D) so one mul_mat converts the normed input once: q|k|v and
-    // gate|up, when those Linears run mul_mat on one type; else null and each runs on its own.
+    // gate|up, when those Linears run mul_mat on one type; else null (packed ones stack their
+    // outputs in one ov_linear; mixed types run one by one).
     ggml_tensor * wqkv = nullptr;
     ggml_tensor * ffn_gate_up = nullptr;
 };
@@ -78,7 +79,7 @@ public:
 private:
     BackendPtr backend_;
     std::unique_ptr<GGUFFile> file_;
-    std::unique_ptr<DerivedWeights> derived_;  // F32 projections transposed, others joined
+    std::unique_ptr<DerivedWeights> derived_;  // projections joined for mul_mat (non-CPU backends)
     Qwen3HParams hp_;
     Qwen3Weights w_;
     mutable std::mutex compute_mutex_;

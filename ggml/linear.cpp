@@ -1,0 +1,324 @@
+#include "linear.h"
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define OV_X86 1
+#define OV_TARGET_AVX2 __attribute__((target("arch=x86-64-v3")))
+#else
+#define OV_X86 0
+#endif
+
+#include "custom_op.h"
+#include "isa.h"
+
+namespace {
+
+// Inputs per packed chunk: a [256][16] F32 panel is 16 KB (half of Zen 3's L1), 32 KB with
+// AVX-512's 32 outputs; 6 token rows of the chunk take 6 KB more.
+constexpr int64_t kChunk = 256;
+constexpr int kQ8Block = 32;  // Q8_0: an F16 scale, then 32 int8 values
+constexpr int kQ8Bytes = 34;
+
+struct Weight {
+    const char * data;
+    int64_t row_bytes;
+    int64_t rows;
+    int64_t out_offset;  // first output row of this weight in y
+};
+
+struct LinearArgs {
+    const float * x;  // [IN, N], row stride x_stride floats
+    int64_t x_stride;
+    int64_t n_in, n_tok;
+    float * y;  // [OUT, N], row stride y_stride floats
+    int64_t y_stride;
+    std::vector<Weight> weights;
+};
+
+// Input k of a weight row, as F32.
+template <ggml_type T>
+inline float element(const char * row, int64_t k) {
+    if constexpr (T == GGML_TYPE_F32) {
+        return ((const float *) row)[k];
+    } else if constexpr (T == GGML_TYPE_BF16) {
+        const uint32_t bits = (uint32_t) ((const uint16_t *) row)[k] << 16;
+        float f;
+        std::memcpy(&f, &bits, sizeof f);
+        return f;
+    } else if constexpr (T == GGML_TYPE_F16) {
+        return ggml_fp16_to_fp32(((const ggml_fp16_t *) row)[k]);
+    } else {
+        const char * block = row + (k / kQ8Block) * kQ8Bytes;
+        ggml_fp16_t d;
+        std::memcpy(&d, block, sizeof d);
+        return ggml_fp16_to_fp32(d) * (float) (int8_t) block[2 + k % kQ8Block];
+    }
+}
+
+// panel[k][r] = weight row (r0 + r), input (k0 + k), for k < kc and r < P; rows past the weight's
+// end are zeros. Plain code: any CPU.
+template <ggml_type T, int P>
+struct PackPlain {
+    static void pack(const Weight & w, int64_t r0, int64_t k0, int64_t kc, float * panel) {
+        for (int r = 0; r < P; ++r) {
+            const bool valid = r0 + r < w.rows;
+            const char * row = w.data + (r0 + r) * w.row_bytes;
+            for (int64_t k = 0; k < kc; ++k) panel[k * P + r] = valid ? element<T>(row, k0 + k) : 0.0f;
+        }
+    }
+};
+
+#if OV_X86
+// Inputs k .. k+7 of a weight row as 8 floats.
+template <ggml_type T>
+OV_TARGET_AVX2 inline __m256 load8(const char * row, int64_t k) {
+    if constexpr (T == GGML_TYPE_F32) {
+        return _mm256_loadu_ps((const float *) row + k);
+    } else if constexpr (T == GGML_TYPE_BF16) {
+        const __m128i h = _mm_loadu_si128((const __m128i *) ((const uint16_t *) row + k));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    } else if constexpr (T == GGML_TYPE_F16) {
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) ((const uint16_t *) row + k)));
+    } else {
+        const char * block = row + (k / kQ8Block) * kQ8Bytes;
+        uint16_t d;
+        std::memcpy(&d, block, sizeof d);
+        const __m128i q = _mm_loadl_epi64((const __m128i *) (block + 2 + k % kQ8Block));
+        const __m256 scale = _mm256_cvtph_ps(_mm_set1_epi16((short) d));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), scale);
+    }
+}
+
+// v[j] <- column j of the 8x8 block whose rows are v[0..7].
+OV_TARGET_AVX2 inline void transpose8(__m256 v[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; ++i) {
+        v[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        v[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
+// PackPlain's result, 8 rows x 8 inputs at a time through AVX2 transposes (about 4x faster).
+template <ggml_type T, int P>
+struct PackAvx2 {
+    OV_TARGET_AVX2 static void pack(const Weight & w, int64_t r0, int64_t k0, int64_t kc, float * panel) {
+        const int64_t kc8 = kc & ~(int64_t) 7;
+        for (int g = 0; g < P; g += 8) {
+            const char * rows[8];
+            bool valid[8];
+            for (int i = 0; i < 8; ++i) {
+                valid[i] = r0 + g + i < w.rows;
+                rows[i] = w.data + (r0 + g + i) * w.row_bytes;
+            }
+            for (int64_t k = 0; k < kc8; k += 8) {
+                __m256 v[8];
+                for (int i = 0; i < 8; ++i) v[i] = valid[i] ? load8<T>(rows[i], k0 + k) : _mm256_setzero_ps();
+                transpose8(v);
+                for (int j = 0; j < 8; ++j) _mm256_storeu_ps(panel + (k + j) * P + g, v[j]);
+            }
+            for (int64_t k = kc8; k < kc; ++k) {
+                for (int i = 0; i < 8; ++i) panel[k * P + g + i] = valid[i] ? element<T>(rows[i], k0 + k) : 0.0f;
+            }
+        }
+    }
+};
+#endif
+
+template <int L>
+struct Vec {
+    typedef float type __attribute__((vector_size(L * sizeof(float))));
+};
+
+// y rows t0 .. t0+RT-1, outputs [0, cols) of a panel of NV*L (c points at the panel's first
+// output of token t0) += panel^T x over kc inputs; `accumulate` false starts from zero.
+template <int L, int NV, int RT>
+__attribute__((always_inline)) inline void tile(const float * panel, const float * x, int64_t x_stride, int64_t kc,
+                                                float * c, int64_t c_stride, int cols, bool accumulate) {
+    typedef typename Vec<L>::type vec;
+    constexpr int P = NV * L;
+    vec acc[RT][NV];
+    for (int r = 0; r < RT; ++r) {
+        float buf[P] = {};
+        if (accumulate) std::memcpy(buf, c + r * c_stride, cols * sizeof(float));
+        for (int j = 0; j < NV; ++j) std::memcpy(&acc[r][j], buf + j * L, sizeof(vec));
+    }
+    for (int64_t k = 0; k < kc; ++k) {
+        vec wv[NV];
+        for (int j = 0; j < NV; ++j) std::memcpy(&wv[j], panel + k * P + j * L, sizeof(vec));
+        for (int r = 0; r < RT; ++r) {
+            const float xv = x[r * x_stride + k];
+            for (int j = 0; j < NV; ++j) acc[r][j] += wv[j] * xv;
+        }
+    }
+    for (int r = 0; r < RT; ++r) {
+        if (cols == P) {
+            for (int j = 0; j < NV; ++j) std::memcpy(c + r * c_stride + j * L, &acc[r][j], sizeof(vec));
+        } else {
+            float buf[P];
+            for (int j = 0; j < NV; ++j) std::memcpy(buf + j * L, &acc[r][j], sizeof(vec));
+            std::memcpy(c + r * c_stride, buf, cols * sizeof(float));
+        }
+    }
+}
+
+// Panels [p0, p1) of the stacked outputs (panel p: weight, first row), chunk by chunk of the
+// inputs: one chunk of every token's x stays in L2 while the thread's panels pass over it.
+template <int L, int NV, int RT, typename Pack>
+__attribute__((always_inline)) inline void linear_range(const LinearArgs & a, const std::vector<int64_t> & panel_start,
+                                                        int64_t p0, int64_t p1, float * panel) {
+    constexpr int P = NV * L;
+    for (int64_t k0 = 0; k0 < a.n_in; k0 += kChunk) {
+        const int64_t kc = a.n_in - k0 < kChunk ? a.n_in - k0 : kChunk;
+        size_t wi = 0;
+        for (int64_t p = p0; p < p1; ++p) {
+            while (panel_start[wi + 1] <= p) ++wi;
+            const Weight & w = a.weights[wi];
+            const int64_t r0 = (p - panel_start[wi]) * P;
+            const int cols = w.rows - r0 < P ? (int) (w.rows - r0) : P;
+            Pack::pack(w, r0, k0, kc, panel);
+            float * c = a.y + w.out_offset + r0;
+            const float * x = a.x + k0;
+            int64_t t = 0;
+            for (; t + RT <= a.n_tok; t += RT) {
+                tile<L, NV, RT>(panel, x + t * a.x_stride, a.x_stride, kc, c + t * a.y_stride, a.y_stride, cols, k0 > 0);
+            }
+            for (; t < a.n_tok; ++t) {
+                tile<L, NV, 1>(panel, x + t * a.x_stride, a.x_stride, kc, c + t * a.y_stride, a.y_stride, cols, k0 > 0);
+            }
+        }
+    }
+}
+
+// One build per instruction set and weight type. Register budget: RT*NV accumulators, NV weight
+// vectors and a broadcast within 16 ymm (AVX2: 6x2) or 32 zmm (AVX-512: 14x2, 32 outputs).
+using RangeFn = void (*)(const LinearArgs &, const std::vector<int64_t> &, int64_t, int64_t, float *);
+
+template <ggml_type T>
+void range_base(const LinearArgs & a, const std::vector<int64_t> & ps, int64_t p0, int64_t p1, float * panel) {
+    linear_range<4, 4, 2, PackPlain<T, 16>>(a, ps, p0, p1, panel);
+}
+
+#if OV_X86
+template <ggml_type T>
+OV_TARGET_AVX2 void range_avx2(const LinearArgs & a, const std::vector<int64_t> & ps, int64_t p0, int64_t p1,
+                               float * panel) {
+    linear_range<8, 2, 6, PackAvx2<T, 16>>(a, ps, p0, p1, panel);
+}
+
+// Not run on the development machine (Zen 3, no AVX-512): the same template as the AVX2 build,
+// wider vectors; the tests cover it on AVX-512 hardware only.
+template <ggml_type T>
+__attribute__((target("arch=x86-64-v4"))) void range_avx512(const LinearArgs & a, const std::vector<int64_t> & ps,
+                                                            int64_t p0, int64_t p1, float * panel) {
+    linear_range<16, 2, 14, PackAvx2<T, 32>>(a, ps, p0, p1, panel);
+}
+#endif
+
+template <ggml_type T>
+RangeFn pick(OvIsa isa, int * panel_width) {
+#if OV_X86
+    if (isa == OvIsa::avx512) {
+        *panel_width = 32;
+        return range_avx512<T>;
+    }
+    if (isa == OvIsa::avx2) {
+        *panel_width = 16;
+        return range_avx2<T>;
+    }
+#endif
+    *panel_width = 16;
+    return range_base<T>;
+}
+
+RangeFn pick_for(ggml_type type, OvIsa isa, int * panel_width) {
+    switch (type) {
+        case GGML_TYPE_F32: return pick<GGML_TYPE_F32>(isa, panel_width);
+        case GGML_TYPE_F16: return pick<GGML_TYPE_F16>(isa, panel_width);
+        case GGML_TYPE_BF16: return pick<GGML_TYPE_BF16>(isa, panel_width);
+        case GGML_TYPE_Q8_0: return pick<GGML_TYPE_Q8_0>(isa, panel_width);
+        default: GGML_ABORT("ov_linear: unsupported weight type");
+    }
+}
+
+// dst->src = {x, weights...}. Thread ith of nth takes a contiguous range of the panels of all
+// weights together (weights of different types: one range per type group would unbalance; they
+// run weight by weight instead, each split over the threads).
+void linear_compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const ggml_tensor * x = dst->src[0];
+    LinearArgs a;
+    a.x = (const float *) x->data;
+    a.x_stride = x->nb[1] / sizeof(float);
+    a.n_in = x->ne[0];
+    a.n_tok = x->ne[1];
+    a.y = (float *) dst->data;
+    a.y_stride = dst->nb[1] / sizeof(float);
+    const OvIsa isa = ov_isa();
+
+    thread_local std::vector<float> panel_mem;
+    const size_t panel_floats = kChunk * 32 + 16;  // widest panel, plus room to align to 64 bytes
+    if (panel_mem.size() < panel_floats) panel_mem.resize(panel_floats);
+    float * panel = (float *) (((uintptr_t) panel_mem.data() + 63) & ~(uintptr_t) 63);
+
+    int64_t out_offset = 0;
+    for (int i = 1; i < GGML_MAX_SRC && dst->src[i]; ++i) {
+        const ggml_tensor * w = dst->src[i];
+        const Weight weight = {(const char *) w->data, (int64_t) w->nb[1], w->ne[1], out_offset};
+        out_offset += w->ne[1];
+        // Consecutive weights of one type run as one range.
+        const bool joins_next = i + 1 < GGML_MAX_SRC && dst->src[i + 1] && dst->src[i + 1]->type == w->type;
+        a.weights.push_back(weight);
+        if (joins_next) continue;
+        int width = 0;
+        const RangeFn fn = pick_for(w->type, isa, &width);
+        std::vector<int64_t> panel_start = {0};
+        for (const Weight & ww : a.weights) panel_start.push_back(panel_start.back() + (ww.rows + width - 1) / width);
+        int64_t p0, p1;
+        ov_thread_range(panel_start.back(), ith, nth, &p0, &p1);
+        if (p0 < p1) fn(a, panel_start, p0, p1, panel);
+        a.weights.clear();
+    }
+}
+
+}  // namespace
+
+bool ov_linear_supports(ggml_type type) {
+    return type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16 || type == GGML_TYPE_Q8_0;
+}
+
+bool ov_linear_preferred(ggml_type type) {
+    if (!ov_linear_supports(type)) return false;
+#if OV_X86
+    if (type == GGML_TYPE_BF16 && ov_isa() == OvIsa::avx512 && __builtin_cpu_supports("avx512bf16")) return false;
+#endif
+    return true;
+}
+
+ggml_tensor * ov_linear(ggml_context * ctx, ggml_tensor * x, const std::vector<ggml_tensor *> & weights) {
+    GGML_ASSERT(x->type == GGML_TYPE_F32 && x->nb[0] == sizeof(float) && ggml_n_dims(x) <= 2);
+    GGML_ASSERT(!weights.empty() && weights.size() < GGML_MAX_SRC);
+    int64_t n_out = 0;
+    std::vector<ggml_tensor *> args = {x};
+    for (ggml_tensor * w : weights) {
+        GGML_ASSERT(ov_linear_supports(w->type) && ggml_is_contiguous(w) && ggml_n_dims(w) <= 2);
+        GGML_ASSERT(w->ne[0] == x->ne[0]);
+        GGML_ASSERT(w->type != GGML_TYPE_Q8_0 || ggml_type_size(w->type) == kQ8Bytes);
+        n_out += w->ne[1];
+        args.push_back(w);
+    }
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, n_out, x->ne[1], 1, 1, args.data(), (int) args.size(), linear_compute,
+                          GGML_N_TASKS_MAX, nullptr);
+}

@@ -1,0 +1,98 @@
+"""The packed linear op (ov_linear) vs numpy in float64 and vs ggml's own mul_mat, on every
+instruction-set build this CPU can run (forced through the dispatch cap), and the cap itself."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from omnivoice import _core
+
+
+# (N tokens, IN, [OUT per weight]): tails of every loop (tokens past whole 6- and 14-token tiles,
+# outputs past whole 16- and 32-wide panels, inputs past whole 8-wide transposes and 256-input
+# chunks), several weights stacked, and one token.
+CASES = [
+    (1, 32, [16]),
+    (7, 40, [37]),
+    (13, 520, [33, 16, 100]),
+    (29, 264, [5]),
+    (6, 2 * 256 + 8 + 3, [48]),
+]
+TYPES = ["F32", "F16", "BF16", "Q8_0"]
+
+
+def weights_for(rng: np.random.Generator, n_in: int, outs: list[int]) -> list[np.ndarray]:
+    return [(rng.standard_normal((o, n_in)) / np.sqrt(n_in)).astype(np.float32) for o in outs]
+
+
+# Q8_0 rows are whole blocks of 32.
+@pytest.mark.parametrize(
+    ("n", "n_in", "outs", "wtype"), [(*c, t) for c in CASES for t in TYPES if t != "Q8_0" or c[1] % 32 == 0]
+)
+def test_linear_matches_numpy(simd_build: str, n: int, n_in: int, outs: list[int], wtype: str) -> None:
+    rng = np.random.default_rng(n * 1000 + n_in)
+    x = rng.standard_normal((n, n_in)).astype(np.float32)
+    ws = weights_for(rng, n_in, outs)
+    # The reference multiplies by the weights as ggml stores them (rounded to the type).
+    want = np.concatenate([x.astype(np.float64) @ _core.testing.op_round_trip(w, wtype).astype(np.float64).T for w in ws], 1)
+    for n_threads in (1, 2, 3):
+        got = _core.testing.op_linear(x, ws, [wtype] * len(ws), n_threads)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * np.abs(want).max())
+
+
+def test_mixed_types_stack_in_order(simd_build: str) -> None:
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((11, 64)).astype(np.float32)
+    ws = weights_for(rng, 64, [20, 9, 17, 16])
+    types = ["BF16", "F32", "Q8_0", "BF16"]
+    want = np.concatenate([x.astype(np.float64) @ _core.testing.op_round_trip(w, t).astype(np.float64).T
+                           for w, t in zip(ws, types)], 1)
+    np.testing.assert_allclose(_core.testing.op_linear(x, ws, types), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("wtype", ["F32", "BF16"])
+def test_linear_matches_ggml_mul_mat(simd_build: str, wtype: str) -> None:
+    # ggml's own op on the same stored weights; its BF16 path rounds x to bf16 as well.
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((23, 288)).astype(np.float32)
+    (w,) = weights_for(rng, 288, [72])
+    want = _core.testing.op_linear(x, [w], [wtype], mul_mat=True)
+    got = _core.testing.op_linear(x, [w], [wtype])
+    tol = 1e-5 if wtype == "F32" else 1e-2
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+
+
+def test_bad_arguments_raise() -> None:
+    x = np.zeros((2, 64), np.float32)
+    with pytest.raises(ValueError, match="wtype"):
+        _core.testing.op_linear(x, [np.zeros((4, 64), np.float32)], ["Q4_0"])
+    with pytest.raises(ValueError, match="IN"):
+        _core.testing.op_linear(x, [np.zeros((4, 32), np.float32)], ["F32"])
+    with pytest.raises(ValueError, match="multiple of 32"):
+        _core.testing.op_linear(np.zeros((2, 40), np.float32), [np.zeros((4, 40), np.float32)], ["Q8_0"])
+    with pytest.raises(ValueError, match="simd"):
+        _core.testing.set_simd_cap("sse9")
+
+
+def test_cap_lowers_the_build_never_raises_it() -> None:
+    order = ["base", "avx2", "avx512"]
+    previous = _core.testing.set_simd_cap("avx512")
+    try:
+        widest = _core.testing.simd()
+        for cap in order:
+            assert _core.testing.set_simd_cap(cap) in order
+            assert _core.testing.simd() == order[min(order.index(cap), order.index(widest))]
+    finally:
+        _core.testing.set_simd_cap(previous)
+
+
+def test_environment_sets_the_cap_at_start() -> None:
+    code = "from omnivoice import _core; print(_core.testing.simd())"
+    env = {**os.environ, "OMNIVOICE_SIMD": "base"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "base"
