@@ -5,9 +5,8 @@
 
 Sides alternate (plain, 1 actor, 2 actors; repeated): audio seconds per wall second of the whole
 job, start-up included (model load for plain; actor start and model loads for Ray, not the
-one-off ray.init, printed apart). Overhead per request: with one actor, the job's wall time less the
-seconds the actor spent generating, less the same for a one-request job (the fixed cost: actor
-start, model load), divided among the other requests. Memory per actor: a Ray worker's RSS after loading
+one-off ray.init, printed apart). Overhead per request: in each actor, the time from one finished request to
+the next less the next one's generation (start-up excluded): what Ray adds between requests. Memory per actor: a Ray worker's RSS after loading
 the model, private (anonymous) and file-backed (mmapped GGUF pages, shared by the actors of a node).
 """
 
@@ -46,14 +45,18 @@ def plain(model: str, reqs: list[dict], out: Path, threads: int, settings: dict)
 
 
 def on_ray(model: str, reqs: list[dict], out: Path, actors: int, threads: int, settings: dict
-           ) -> tuple[float, float, float]:
-    """A Ray job: wall seconds, audio seconds, and the seconds the actors spent generating."""
+           ) -> tuple[float, float, list[float]]:
+    """A Ray job: wall seconds, audio seconds, and the overhead of each request after an actor's
+    first: the time since that actor finished its previous request, less the generation time."""
     from omnivoice.distributed import run_batch
 
     summary = run_batch(reqs, out, model, actors=actors, threads_per_actor=threads, **settings)
     assert summary.ok == len(reqs), f"{summary.failed} requests failed: see {summary.manifest}"
-    busy = sum(json.loads(ln)["seconds"] for ln in summary.manifest.read_text().splitlines())
-    return summary.wall_seconds, summary.audio_seconds, busy
+    rows = sorted((json.loads(ln) for ln in summary.manifest.read_text().splitlines()),
+                  key=lambda r: (r["worker"], r["finished"]))
+    gaps = [b["finished"] - a["finished"] - b["seconds"] for a, b in zip(rows, rows[1:])
+            if a["worker"] == b["worker"]]
+    return summary.wall_seconds, summary.audio_seconds, gaps
 
 
 def actor_memory(model: str, threads: int) -> dict[str, float]:
@@ -96,7 +99,7 @@ def main() -> None:
     settings = {"num_step": args.steps}
     reqs = _requests(args.requests, args.duration)
     res: dict[str, list[float]] = {"plain": [], "ray 1 actor": [], "ray 2 actors": []}
-    overhead: list[float] = []
+    overhead: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.repeats):
             for side in res:
@@ -105,13 +108,9 @@ def main() -> None:
                     wall, audio = plain(args.model, reqs, out, args.cpus, settings)
                 else:
                     actors = 1 if "1" in side else 2
-                    wall, audio, busy = on_ray(args.model, reqs, out, actors, args.cpus // actors, settings)
-                    if actors == 1:
-                        # the same job with one request: its wall less its generation is the fixed
-                        # cost (actor start, model load); what is left of the long job is per request
-                        wall1, _, busy1 = on_ray(args.model, reqs[:1], Path(tmp) / f"one_{r}", 1, args.cpus,
-                                                 settings)
-                        overhead.append((wall - busy - (wall1 - busy1)) / (len(reqs) - 1))
+                    wall, audio, per_request = on_ray(args.model, reqs, out, actors, args.cpus // actors,
+                                                      settings)
+                    overhead.setdefault(side, []).extend(per_request)
                 res[side].append(audio / wall)
                 print(f"  round {r + 1} {side:13s} {wall:7.1f} s wall, {audio:5.1f} s audio", file=sys.stderr)
         mem = actor_memory(args.model, args.cpus // 2)
@@ -124,8 +123,10 @@ def main() -> None:
     for side, v in res.items():
         print(f"{side:14s} {statistics.median(v):10.3f} {statistics.median(v) / base:9.2f}  "
               f"{' '.join(f'{x:.3f}' for x in v)}")
-    print(f"per-request overhead (1 actor): {' '.join(f'{x * 1000:.0f}' for x in overhead)} ms "
-          f"(wall - generation - fixed start-up cost, per request)")
+    for side, v in overhead.items():
+        print(f"per-request overhead, {side}: median {statistics.median(v) * 1000:.0f} ms, "
+              f"range {min(v) * 1000:.0f}..{max(v) * 1000:.0f} ms over {len(v)} requests "
+              "(an actor's time between two results less the generation)")
     print("memory of one actor (MB): " + ", ".join(f"{k} {v:.0f}" for k, v in mem.items()))
 
 

@@ -56,8 +56,9 @@ class _Synthesizer:
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[str]]:
-        rows = [self.runner.run_or_report(BatchRequest(**json.loads(r))) for r in batch["request"]]
-        return {"row": [json.dumps({**r, "worker": self.worker}) for r in rows]}
+        rows = [{**self.runner.run_or_report(BatchRequest(**json.loads(r))), "worker": self.worker,
+                 "finished": round(time.time(), 3)} for r in batch["request"]]
+        return {"row": [json.dumps(r) for r in rows]}
 
 
 def init(address: Optional[str] = None, **kwargs: Any) -> None:

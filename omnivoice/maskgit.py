@@ -11,7 +11,10 @@ are favoured by a per-layer penalty, and Gumbel noise can randomise the choice o
 The LM is reached through a callable ``forward(input_ids, audio_mask) -> logits``
 (``input_ids`` int32 ``[C, L]``, ``audio_mask`` bool ``[L]``, logits float32
 ``[sum of target lengths, C, V]``) over the packed segments of :class:`PackedBatch`; a
-session of the C++ LM opened with ``PackedBatch.segments`` provides it.
+session of the C++ LM opened with ``PackedBatch.segments`` provides it. Such a session opened
+with a guidance scale also scores the cells in its graph (``score(input_ids, audio_mask) ->
+(confidence, token)``, see :data:`Score`): greedy token choice then needs two numbers per cell
+instead of the logits.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from .prompt import Prompt
 
 __all__ = [
     "MaskGITConfig",
+    "Score",
     "PackedBatch",
     "filter_top_k",
     "generate",
@@ -38,6 +42,10 @@ __all__ = [
 ]
 
 Forward = Callable[[np.ndarray, np.ndarray], np.ndarray]
+# score(input_ids, audio_mask) -> (confidence float32, token int) ``[sum of the items' target
+# lengths, C]``, items in order: per target frame and codebook the max and the argmax of
+# guided_log_probs over the item's cond (and uncond) logits.
+Score = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 # Share of the vocabulary kept when sampling a token with a class temperature.
 _TOP_K_RATIO = 0.1
@@ -233,6 +241,7 @@ def generate(
     rng: np.random.Generator,
     *,
     mask_id: int,
+    score: Score | None = None,
 ) -> list[np.ndarray]:
     """Decodes the target frames of every item of ``batch``.
 
@@ -243,6 +252,10 @@ def generate(
         config: Decoding options.
         rng: Source of all randomness; greedy decoding (both temperatures 0) uses none.
         mask_id: Vocabulary index of the mask token (the LM's ``audio_mask_id``).
+        score: The same LM scoring cells itself (:data:`Score`, with ``config.guidance_scale``);
+            called instead of ``forward`` when ``class_temperature`` is 0, the only case where
+            a cell needs no more than its confidence and best token. The cells chosen and the
+            random draws are the same as through ``forward``.
 
     Returns:
         int32 codes ``[C, target_len]`` of each item.
@@ -273,18 +286,31 @@ def generate(
     tokens = [np.full((num_codebooks, t), mask_id, dtype=np.int32) for t in batch.target_lens]
     layer_penalty = np.arange(num_codebooks, dtype=np.float32) * np.float32(config.layer_penalty_factor)
     expected_rows = int(logit_starts[-1])
+    scored = score is not None and config.class_temperature <= 0
+    score_starts = np.cumsum([0] + list(batch.target_lens))  # first row of each item in score()'s output
 
     for step in range(config.num_step):
         if not any(s[step] for s in schedules):
             continue  # nothing to commit: the LM pass would change nothing
-        logits = np.asarray(forward(input_ids, batch.audio_mask))
-        if logits.ndim != 3 or logits.shape[:2] != (expected_rows, num_codebooks) or logits.shape[2] <= mask_id:
-            raise ValueError(
-                f"forward returned logits of shape {list(logits.shape)}, expected "
-                f"[{expected_rows}, {num_codebooks}, V > {mask_id}]"
-            )
-        if not np.isfinite(logits).all():
-            raise ValueError(f"forward returned non-finite logits at step {step}")
+        if scored:
+            confidence, best = score(input_ids, batch.audio_mask)
+            if confidence.shape != (score_starts[-1], num_codebooks) or best.shape != confidence.shape:
+                raise ValueError(
+                    f"score returned shapes {list(confidence.shape)} and {list(best.shape)}, expected "
+                    f"[{score_starts[-1]}, {num_codebooks}]"
+                )
+            # A NaN or +inf logit makes its cell's log-probabilities, hence its max, NaN.
+            if not np.isfinite(confidence).all():
+                raise ValueError(f"score returned non-finite confidences at step {step}")
+        else:
+            logits = np.asarray(forward(input_ids, batch.audio_mask))
+            if logits.ndim != 3 or logits.shape[:2] != (expected_rows, num_codebooks) or logits.shape[2] <= mask_id:
+                raise ValueError(
+                    f"forward returned logits of shape {list(logits.shape)}, expected "
+                    f"[{expected_rows}, {num_codebooks}, V > {mask_id}]"
+                )
+            if not np.isfinite(logits).all():
+                raise ValueError(f"forward returned non-finite logits at step {step}")
 
         for i, t_len in enumerate(batch.target_lens):
             k = schedules[i][step]
@@ -295,18 +321,25 @@ def generate(
             masked = item == mask_id  # [C, T]
             cb, frame = np.nonzero(masked)
             # Logits rows are [T, C, V]; only still-masked cells can be committed.
-            log_probs = guided_log_probs(
-                logits[c_row + frame, cb],
-                None if u_row is None else logits[u_row + frame, cb],
-                config.guidance_scale,
-                mask_id,
-            )
-            scores = log_probs.max(axis=-1) - layer_penalty[cb]
+            if scored:
+                rows = score_starts[i] + frame
+                scores = confidence[rows, cb] - layer_penalty[cb]
+            else:
+                log_probs = guided_log_probs(
+                    logits[c_row + frame, cb],
+                    None if u_row is None else logits[u_row + frame, cb],
+                    config.guidance_scale,
+                    mask_id,
+                )
+                scores = log_probs.max(axis=-1) - layer_penalty[cb]
             if config.position_temperature > 0:
                 scores = gumbel_sample(scores, config.position_temperature, rng)
             # Cells are listed in upstream's [C, T] order; exact ties go to the lower index.
             chosen = np.argsort(-scores, kind="stable")[:k]
-            item[cb[chosen], frame[chosen]] = sample_tokens(log_probs[chosen], config.class_temperature, rng)
+            if scored:
+                item[cb[chosen], frame[chosen]] = best[rows[chosen], cb[chosen]]
+            else:
+                item[cb[chosen], frame[chosen]] = sample_tokens(log_probs[chosen], config.class_temperature, rng)
             input_ids[:, col : col + t_len] = item
             if u_col is not None:
                 input_ids[:, u_col : u_col + t_len] = item

@@ -202,20 +202,26 @@ class Pipeline:
             for it in items
         ]
         batch = pack_prompts(prompts, guided=config.guidance_scale != 0)
-        session = self.lm.session(batch.segments)
+        # Greedy token choice (class_temperature 0) is scored inside the LM's graph: only each
+        # cell's confidence and best token come back, not 16 MB of logits per step.
+        greedy = config.class_temperature <= 0
+        session = self.lm.session(batch.segments, guidance_scale=config.guidance_scale if greedy else None)
         steps = 0
 
-        def forward(input_ids: np.ndarray, audio_mask: np.ndarray) -> np.ndarray:
-            nonlocal steps
-            check_cancel(cancel)
-            logits = session.forward(input_ids, audio_mask)
-            steps += 1
-            if progress is not None:
-                progress("steps", steps, config.num_step)
-            return logits
+        def counted(call: Callable[[np.ndarray, np.ndarray], Any]) -> Callable[[np.ndarray, np.ndarray], Any]:
+            def step(input_ids: np.ndarray, audio_mask: np.ndarray) -> Any:
+                nonlocal steps
+                check_cancel(cancel)
+                out = call(input_ids, audio_mask)
+                steps += 1
+                if progress is not None:
+                    progress("steps", steps, config.num_step)
+                return out
+            return step
 
         try:
-            tokens = maskgit_generate(forward, batch, config, rng, mask_id=self.lm.audio_mask_id)
+            tokens = maskgit_generate(counted(session.forward), batch, config, rng, mask_id=self.lm.audio_mask_id,
+                                      score=counted(session.score) if greedy else None)
         finally:
             # The session holds the graph's buffers: free them now, not when a Cancelled's
             # traceback (which keeps this frame) is dropped.

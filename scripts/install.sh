@@ -19,7 +19,7 @@ else
     -C cmake.define.GGML_NATIVE=ON -C cmake.define.GGML_LLAMAFILE=ON \
     -C cmake.define.GGML_CUDA="${GGML_CUDA:-OFF}" "$GGML_PIN"
 fi
-# [server]: omnivoice-server; [ray]: Ray Data for omnivoice.distributed (+500 MB, about 30 s)
+# [server]: omnivoice-server; [ray]: Ray Data and Serve for omnivoice.distributed (+635 MB, 0.5-2 min)
 $PIP install -q ".[server,test,ray]"
 # -I: do not import the source tree in the current directory instead of the installed package
 .venv/bin/python -I -c "import omnivoice; print('omnivoice', omnivoice.__version__, 'on', omnivoice.Backend().name)"

@@ -28,7 +28,18 @@ void bind_codec(py::module_ & m) {
         .def_property_readonly("codebook_size", [](const ov::Codec & c) { return c.hparams().rvq.codebook_size; })
         .def_property_readonly("has_encoder", [](const ov::Codec & c) { return c.hparams().has_encoder; })
         .def_property("fused_snake", &ov::Codec::fused_snake, &ov::Codec::set_fused_snake,
-                      "Use the fused Snake op (default), or the composed form of stock ggml ops.")
+                      "Use the fused Snake op (default), or the composed form of stock ggml ops (always "
+                      "with stock_ops).")
+        .def_property("decode_window", &ov::Codec::decode_window, &ov::Codec::set_decode_window,
+                      "Frames per decode graph at most (default 250, 10 s): longer code sequences decode in "
+                      "windows overlapping by decode_context frames each side, with the one-graph output. "
+                      "0 decodes any length in one graph.")
+        .def_property_readonly("decode_context", &ov::Codec::decode_context,
+                               "Code frames each side an output frame depends on (the windows' overlap).")
+        .def_property_readonly("compute_buffer_size", &ov::Codec::compute_buffer_size,
+                               "Bytes of the compute buffer (grown to the largest graph run so far).")
+        .def_property_readonly("stock_ops", &ov::Codec::stock_ops,
+                               "Whether the graphs use stock ggml ops only (the backend's stock_ops).")
         .def(
             "decode",
             [](ov::Codec & c, const py::array & codes) {

@@ -114,10 +114,15 @@ PYBIND11_MODULE(_core, m) {
     });
 
     py::class_<ov::Backend, ov::BackendPtr>(m, "Backend", "A ggml compute backend (best device, CPU fallback).")
-        .def(py::init<int>(), "n_threads"_a = 0, "n_threads <= 0 uses every core.")
+        .def(py::init([](int n_threads, bool stock_ops) { return std::make_shared<ov::Backend>(n_threads, false, stock_ops); }),
+             "n_threads"_a = 0, "stock_ops"_a = false,
+             "n_threads <= 0 uses every core. stock_ops: build graphs from stock ggml ops only, as on a GPU "
+             "(also set by OMNIVOICE_STOCK_OPS=1).")
         .def_property("n_threads", &ov::Backend::n_threads, &ov::Backend::set_n_threads)
         .def_property_readonly("name", [](const ov::Backend & b) { return std::string(b.name()); })
-        .def_property_readonly("is_cpu", &ov::Backend::is_cpu);
+        .def_property_readonly("is_cpu", &ov::Backend::is_cpu)
+        .def_property_readonly("stock_ops", &ov::Backend::stock_ops,
+                               "Whether models loaded on it use stock ggml ops only (always off the CPU).");
 
     for (ov::BindFn fn : ov::bindings(ov::Binding::core)) fn(m);
     py::module_ testing = m.def_submodule("testing", "Op, capture and GGUF hooks for the test suite.");

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "direct_conv.h"
+#include "gelu_erf.h"
 #include "ggml-alloc.h"
 #include "linear.h"
 #include "norm.h"
@@ -38,7 +39,7 @@ static void permute_copy(const char * in, char * out, const int64_t n[3], const 
     }
 }
 
-DerivedWeights::DerivedWeights(size_t max_tensors) {
+DerivedWeights::DerivedWeights(size_t max_tensors, bool stock_ops) : stock_ops_(stock_ops) {
     ggml_init_params params = {max_tensors * ggml_tensor_overhead(), nullptr, /*no_alloc =*/true};
     ctx_ = ggml_init(params);
     if (!ctx_) throw std::runtime_error("ggml_init failed for the derived weights");
@@ -159,9 +160,10 @@ void Conv1d::load(GGUFFile & file, DerivedWeights & derived, const std::string &
                   int64_t out_ch_, int kernel_, int stride_, int padding_, int dilation_, bool has_bias) {
     ggml_tensor * w =
         file.tensor(join_name(prefix, "weight"), {kernel_, in_ch, out_ch_}, {GGML_TYPE_F32, GGML_TYPE_F16});
-    direct = use_direct(w, out_ch_);
-    // With one tap the file layout already is the mul_mat one.
-    weight = kernel_ == 1 && !direct ? w : derived.conv_weight(w, direct);
+    stock = derived.stock_ops();
+    direct = !stock && use_direct(w, out_ch_);
+    // With one tap the file layout already is the mul_mat one; im2col's columns match it always.
+    weight = (kernel_ == 1 && !direct) || stock ? w : derived.conv_weight(w, direct);
     bias = has_bias ? file.tensor(join_name(prefix, "bias"), {out_ch_}, {GGML_TYPE_F32}) : nullptr;
     out_ch = out_ch_;
     kernel = kernel_;
@@ -173,8 +175,11 @@ void Conv1d::load(GGUFFile & file, DerivedWeights & derived, const std::string &
 ggml_tensor * Conv1d::forward(ggml_context * ctx, ggml_tensor * x, ggml_tensor * residual) const {
     if (direct) return ov_conv_1d_direct(ctx, x, weight, bias, residual, kernel, stride, padding, dilation);
     const bool pointwise = kernel == 1 && stride == 1 && padding == 0;
-    // cols: [K*IC, T_out]
-    ggml_tensor * cols = pointwise ? x : ov_unfold_1d(ctx, x, kernel, stride, padding, dilation);
+    // cols: [K*IC, T_out]; im2col reads time innermost ([T, IC]) and writes row ic*K + k.
+    ggml_tensor * cols = pointwise ? x
+                         : stock   ? ggml_im2col(ctx, weight, ggml_cont(ctx, ggml_transpose(ctx, x)), stride, 0,
+                                                 padding, 0, dilation, 0, false, GGML_TYPE_F32)
+                                   : ov_unfold_1d(ctx, x, kernel, stride, padding, dilation);
     // y: [OC, T_out]
     ggml_tensor * y = ggml_mul_mat(ctx, ggml_reshape_2d(ctx, weight, cols->ne[0], out_ch), cols);
     if (bias) y = ggml_add(ctx, y, bias);
@@ -187,8 +192,9 @@ void ConvTranspose1d::load(GGUFFile & file, DerivedWeights & derived, const std:
                            bool has_bias) {
     ggml_tensor * w =
         file.tensor(join_name(prefix, "weight"), {kernel_, out_ch_, in_ch}, {GGML_TYPE_F32, GGML_TYPE_F16});
-    direct = use_direct(w, kernel_ * out_ch_);
-    weight = derived.conv_transpose_weight(w, direct);
+    stock = derived.stock_ops();
+    direct = !stock && use_direct(w, kernel_ * out_ch_);
+    weight = stock ? w : derived.conv_transpose_weight(w, direct);
     bias = has_bias ? file.tensor(join_name(prefix, "bias"), {out_ch_}, {GGML_TYPE_F32}) : nullptr;
     out_ch = out_ch_;
     kernel = kernel_;
@@ -198,11 +204,19 @@ void ConvTranspose1d::load(GGUFFile & file, DerivedWeights & derived, const std:
 }
 
 ggml_tensor * ConvTranspose1d::forward(ggml_context * ctx, ggml_tensor * x) const {
+    const int64_t t_out = (x->ne[1] - 1) * stride + kernel - 2 * padding + output_padding;
+    if (stock) {
+        // full: [(T-1)*stride + K, OC], time innermost; padding cropped from the front, the end
+        // kept up to output_padding (<= padding) steps past the symmetric crop.
+        ggml_tensor * full = ggml_conv_transpose_1d(ctx, weight, ggml_cont(ctx, ggml_transpose(ctx, x)), stride, 0, 1);
+        ggml_tensor * y = ggml_view_2d(ctx, full, t_out, out_ch, full->nb[1], padding * full->nb[0]);
+        y = ggml_cont(ctx, ggml_transpose(ctx, y));  // [OC, T_out]
+        return bias ? ggml_add(ctx, y, bias) : y;
+    }
     // cols: [K*OC, T], input frame t's contribution to K output steps of every channel
     ggml_tensor * cols = direct ? ov_conv_1d_direct(ctx, x, weight, nullptr, nullptr, 1, 1, 0, 1)
                                 : ggml_mul_mat(ctx, weight, x);
     // y: [OC, T_out], the overlap-add cropped by padding (output_padding adds steps at the end)
-    const int64_t t_out = (x->ne[1] - 1) * stride + kernel - 2 * padding + output_padding;
     return ov_fold_1d(ctx, cols, bias, (int) out_ch, stride, padding, t_out);
 }
 
@@ -212,7 +226,7 @@ void Snake1d::load(GGUFFile & file, DerivedWeights & derived, const std::string 
 }
 
 ggml_tensor * Snake1d::forward(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt) const {
-    return ov_snake(ctx, x, alpha, inv_alpha, opt.fused_snake);
+    return ov_snake(ctx, x, alpha, inv_alpha, opt.fused_snake && !opt.stock_ops);
 }
 
 void Linear::load(GGUFFile & file, const std::string & prefix, int64_t in_features, int64_t out_features,
@@ -240,9 +254,39 @@ void LayerNorm::load(GGUFFile & file, const std::string & prefix, int64_t n, flo
     eps = eps_;
 }
 
-ggml_tensor * LayerNorm::forward(ggml_context * ctx, ggml_tensor * x, ggml_tensor * residual,
-                                 ggml_tensor * x_bias) const {
-    return ov_layer_norm(ctx, x, weight, bias, eps, residual, x_bias);
+ggml_tensor * LayerNorm::forward(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt,
+                                 ggml_tensor * residual, ggml_tensor * x_bias) const {
+    if (!opt.stock_ops) return ov_layer_norm(ctx, x, weight, bias, eps, residual, x_bias);
+    if (x_bias) x = ggml_add(ctx, x, x_bias);
+    if (residual) x = ggml_add(ctx, x, residual);
+    return ggml_add(ctx, ggml_mul(ctx, ggml_norm(ctx, x, eps), weight), bias);
+}
+
+ggml_tensor * gelu_erf(ggml_context * ctx, ggml_tensor * x, ggml_tensor * bias, const GraphOptions & opt) {
+    if (!opt.stock_ops) return ov_gelu_erf(ctx, x, bias);
+    return ggml_gelu_erf(ctx, bias ? ggml_add(ctx, x, bias) : x);
+}
+
+ggml_tensor * channel_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * weight, ggml_tensor * bias, float eps,
+                           const GraphOptions & opt) {
+    if (!opt.stock_ops) return ov_channel_norm(ctx, x, weight, bias, eps);
+    // ggml_norm works along ne0: normalise [T, C], then back to [C, T].
+    ggml_tensor * t = ggml_norm(ctx, ggml_cont(ctx, ggml_transpose(ctx, x)), eps);
+    return ggml_add(ctx, ggml_mul(ctx, ggml_cont(ctx, ggml_transpose(ctx, t)), weight), bias);
+}
+
+ggml_tensor * attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, float scale,
+                        const GraphOptions & opt) {
+    if (!opt.stock_ops) {
+        ggml_tensor * kqv = ggml_flash_attn_ext(ctx, q, k, v, nullptr, scale, 0.0f, 0.0f);
+        ggml_flash_attn_ext_set_prec(kqv, GGML_PREC_F32);
+        return kqv;
+    }
+    ggml_tensor * kq = ggml_mul_mat(ctx, k, q);                     // [len_k, len_q, n_head]
+    kq = ggml_soft_max_ext(ctx, kq, nullptr, scale, 0.0f);
+    ggml_tensor * vt = ggml_cont(ctx, ggml_transpose(ctx, v));      // [len_k, hd, n_head_kv]
+    ggml_tensor * kqv = ggml_mul_mat(ctx, vt, kq);                  // [hd, len_q, n_head]
+    return ggml_cont(ctx, ggml_permute(ctx, kqv, 0, 2, 1, 3));      // [hd, n_head, len_q]
 }
 
 }  // namespace ov

@@ -6,6 +6,9 @@
 // ov_unfold_1d + mul_mat); a ConvTranspose1d is the same direct op as a pointwise conv to K*OC
 // channels, then ov_fold_1d overlap-adds. A packed Linear is ov_linear on the file's weights. No
 // transposes.
+// Stock-op path (a backend's stock_ops(): any non-CPU backend, or forced): file weights as they
+// are, Conv1d = transpose + ggml_im2col + mul_mat, ConvTranspose1d = transpose +
+// ggml_conv_transpose_1d + crop, LayerNorm = ggml_norm + mul + add, Snake composed of mul/sin/sqr.
 // Each layer struct holds its weights, looked up by exact checkpoint name with strict shapes, and
 // builds its graph.
 #include <cstdint>
@@ -24,7 +27,8 @@ namespace ov {
 // Register them while loading, then call materialize() once.
 class DerivedWeights {
 public:
-    explicit DerivedWeights(size_t max_tensors);
+    // stock_ops: the layers loading through it take the stock-op path (see the top of this file).
+    DerivedWeights(size_t max_tensors, bool stock_ops);
     ~DerivedWeights();
     DerivedWeights(const DerivedWeights &) = delete;
     DerivedWeights & operator=(const DerivedWeights &) = delete;
@@ -40,6 +44,8 @@ public:
     // Tensors of one type laid end to end -> 1-D, all their elements (e.g. one Q/K/V projection
     // from three Linears: reshape the weights' concatenation to [in, 3 * out]).
     ggml_tensor * concat(const std::vector<ggml_tensor *> & parts);
+
+    bool stock_ops() const { return stock_ops_; }
 
     // Allocates the buffer on `backend` and computes every registered tensor.
     void materialize(const Backend & backend);
@@ -57,12 +63,14 @@ private:
 
     ggml_context * ctx_ = nullptr;
     ggml_backend_buffer_t buffer_ = nullptr;
+    bool stock_ops_ = false;
     std::vector<Job> jobs_;
 };
 
 // Graph-building options shared by every layer of one model.
 struct GraphOptions {
     bool fused_snake = true;  // ov_snake's CPU custom op, else the composed form
+    bool stock_ops = false;   // stock ggml ops only (composed Snake whatever fused_snake says)
 };
 
 // Conv1d's output length for n input steps, 0 when the padded input is shorter than the dilated
@@ -71,9 +79,12 @@ int64_t conv1d_out_len(int64_t n, int kernel, int stride, int padding, int dilat
 
 // nn.Conv1d(in, out, kernel_size, stride, padding, dilation, bias)
 struct Conv1d {
-    ggml_tensor * weight = nullptr;  // [OC, K*IC] when direct, else [K*IC, OC] (the file's when K = 1)
+    // [OC, K*IC] when direct, [K*IC, OC] for unfold (the file's when K = 1), the file's [K, IC, OC]
+    // when stock
+    ggml_tensor * weight = nullptr;
     ggml_tensor * bias = nullptr;    // [OC], or null
     bool direct = false;             // ov_conv_1d_direct, else unfold + mul_mat
+    bool stock = false;              // im2col + mul_mat
     int64_t out_ch = 0;
     int kernel = 1;
     int stride = 1;
@@ -89,9 +100,10 @@ struct Conv1d {
 
 // nn.ConvTranspose1d(in, out, kernel_size, stride, padding, output_padding, bias)
 struct ConvTranspose1d {
-    ggml_tensor * weight = nullptr;  // [K*OC, IC] when direct, else [IC, K*OC]
+    ggml_tensor * weight = nullptr;  // [K*OC, IC] when direct, [IC, K*OC], or the file's [K, OC, IC] when stock
     ggml_tensor * bias = nullptr;    // [OC], or null
     bool direct = false;
+    bool stock = false;              // ggml_conv_transpose_1d
     int64_t out_ch = 0;
     int kernel = 1;
     int stride = 1;
@@ -140,8 +152,24 @@ struct LayerNorm {
     void load(GGUFFile & file, const std::string & prefix, int64_t n, float eps);
     // x: [n, T] -> [n, T]. With residual [n, T] and x_bias [n], normalises (x + x_bias) + residual:
     // a bias-free Linear output joined to its skip path, as the post-LN layers do.
-    ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x, ggml_tensor * residual = nullptr,
-                          ggml_tensor * x_bias = nullptr) const;
+    ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt,
+                          ggml_tensor * residual = nullptr, ggml_tensor * x_bias = nullptr) const;
 };
+
+// GELU (erf form) of x + bias (bias: [C] or null): ov_gelu_erf, or ggml_gelu_erf when stock.
+// x: [C, T] -> [C, T]
+ggml_tensor * gelu_erf(ggml_context * ctx, ggml_tensor * x, ggml_tensor * bias, const GraphOptions & opt);
+
+// nn.GroupNorm(C, C): each channel normalised over time, then weight and bias ([C] each).
+// x: [C, T] -> [C, T]
+ggml_tensor * channel_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * weight, ggml_tensor * bias, float eps,
+                           const GraphOptions & opt);
+
+// softmax(q k^T * scale) v without a mask, K and V in F32: ggml_flash_attn_ext, or when stock
+// mul_mat + soft_max_ext + mul_mat (every backend has those at any precision). Query heads share
+// KV heads by broadcast (GQA): head h reads KV head h / (n_head / n_head_kv).
+// q: [hd, len, n_head], k/v: [hd, len, n_head_kv] (views allowed) -> [hd, n_head, len]
+ggml_tensor * attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, float scale,
+                        const GraphOptions & opt);
 
 }  // namespace ov

@@ -1,5 +1,7 @@
 #include "runtime/backend.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -8,7 +10,13 @@
 
 namespace ov {
 
-Backend::Backend(int n_threads, bool cpu_only) {
+// OMNIVOICE_STOCK_OPS set to anything but "" or "0".
+static bool stock_ops_from_env() {
+    const char * v = std::getenv("OMNIVOICE_STOCK_OPS");
+    return v && *v && std::strcmp(v, "0") != 0;
+}
+
+Backend::Backend(int n_threads, bool cpu_only, bool force_stock_ops) {
     backend_ = cpu_only ? nullptr : ggml_backend_init_best();
     if (!backend_) {
         backend_ = ggml_backend_cpu_init();
@@ -16,6 +24,7 @@ Backend::Backend(int n_threads, bool cpu_only) {
     if (!backend_) {
         throw std::runtime_error("ggml: no compute backend could be initialised");
     }
+    stock_ops_ = !is_cpu() || force_stock_ops || stock_ops_from_env();
     set_n_threads(n_threads);
 }
 
@@ -41,6 +50,18 @@ void Backend::set_n_threads(int n_threads) {
 }
 
 void Backend::compute(ggml_cgraph * graph) {
+    if (stock_ops_) {
+        // A custom op is a CPU callback: on a device backend it cannot run, and on a forced CPU
+        // one it would make the stock-op tests prove nothing.
+        for (int i = 0; i < ggml_graph_n_nodes(graph); ++i) {
+            const ggml_tensor * node = ggml_graph_node(graph, i);
+            const ggml_op op = node->op;
+            if (op == GGML_OP_CUSTOM || op == GGML_OP_MAP_CUSTOM1 || op == GGML_OP_MAP_CUSTOM2 ||
+                op == GGML_OP_MAP_CUSTOM3) {
+                throw std::logic_error(std::string("stock-op graph holds the custom op ") + ggml_get_name(node));
+            }
+        }
+    }
     std::lock_guard<std::mutex> lock(compute_mutex_);
     const ggml_status st = ggml_backend_graph_compute(backend_, graph);
     if (st != GGML_STATUS_SUCCESS) {

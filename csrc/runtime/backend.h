@@ -10,14 +10,18 @@ namespace ov {
 
 class Backend {
 public:
-    // cpu_only skips the device search (for models whose graphs use CPU custom ops).
-    explicit Backend(int n_threads, bool cpu_only = false);
+    // cpu_only skips the device search. force_stock_ops makes a CPU backend take the stock-op
+    // graphs too; so does the environment variable OMNIVOICE_STOCK_OPS=1.
+    explicit Backend(int n_threads, bool cpu_only = false, bool force_stock_ops = false);
     ~Backend();
     Backend(const Backend &) = delete;
     Backend & operator=(const Backend &) = delete;
 
     ggml_backend_t get() const { return backend_; }
     bool is_cpu() const;
+    // Whether models build their graphs from stock ggml ops only (no CPU custom op, no CPU-only
+    // weight layout): always off the CPU, on the CPU only when forced (to test that path here).
+    bool stock_ops() const { return stock_ops_; }
     const char * name() const;
 
     void set_n_threads(int n_threads);
@@ -31,6 +35,7 @@ public:
 private:
     ggml_backend_t backend_ = nullptr;
     int n_threads_ = 0;
+    bool stock_ops_ = false;
     std::mutex compute_mutex_;
 };
 

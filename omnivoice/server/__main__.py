@@ -7,9 +7,12 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from .._cli import positive_float, positive_int
+
+if TYPE_CHECKING:
+    from .settings import ServerSettings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,6 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-warmup", action="store_true", help="report ready without a warm-up generation")
     p.add_argument("--wyoming", help="also serve Wyoming (Home Assistant) at tcp://HOST:PORT")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    p.add_argument("--ray-serve", nargs="?", const="", metavar="ADDRESS",
+                   help="serve --replicas copies behind Ray Serve's proxy at --host/--port (pip install "
+                        "'omnivoice-ggml[ray]'): no ADDRESS starts a local Ray, 'auto' joins the running cluster")
+    p.add_argument("--replicas", type=positive_int, default=1,
+                   help="with --ray-serve: replicas, each with its own model and --threads CPUs (default: %(default)s)")
     return p
 
 
@@ -52,12 +60,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_upload_bytes=int(args.max_upload_mb * 1024 * 1024), request_timeout=args.timeout,
         cors_origins=tuple(args.cors_origin), threads=args.threads, warmup=not args.no_warmup,
         wyoming=args.wyoming)
+    if args.ray_serve is not None:
+        return _ray_serve(args, settings)
     try:
         app = create_app(args.model, settings)
     except ValueError as e:
         print(f"omnivoice-server: error: {e}", file=sys.stderr)
         return 2
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def _ray_serve(args: argparse.Namespace, settings: "ServerSettings") -> int:
+    from ..distributed import run_serve
+
+    try:
+        run_serve(args.model, settings, args.replicas, args.threads, args.host, args.port, args.ray_serve or None)
+    except ImportError as e:
+        print(f"omnivoice-server: error: {e.name} is missing; --ray-serve needs the ray extra: "
+              "pip install 'omnivoice-ggml[ray]'", file=sys.stderr)
+        return 1
+    except ValueError as e:
+        print(f"omnivoice-server: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        pass
     return 0
 
 

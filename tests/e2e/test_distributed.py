@@ -1,12 +1,19 @@
-"""The Ray batch job (omnivoice.distributed) through ``omnivoice-tts --batch --ray`` on the tiny model,
-on one local Ray started for this module: 2 actors write, sample for sample, what the plain
-``--batch`` writes; a bad request fails alone in the manifest; a re-run skips what exists."""
+"""omnivoice.distributed on the tiny model, on one local Ray started for this module: the batch job
+through ``omnivoice-tts --batch --ray`` (2 actors write, sample for sample, what the plain
+``--batch`` writes; a bad request fails alone in the manifest; a re-run skips what exists) and the
+server app as 2 Ray Serve replicas (answering as the app does in-process)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Iterator
@@ -129,3 +136,115 @@ def test_more_cpus_than_the_cluster_is_refused_at_once(local_ray: None, jobs: tu
         run_batch(jobs[0], tmp_path, tiny_model_dir, actors=3, threads_per_actor=1)
     with pytest.raises(ValueError, match="--actors 1 x --threads 4 needs 4 CPUs"):
         run_batch(jobs[0], tmp_path, tiny_model_dir, actors=1, threads_per_actor=4)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _post_when_ready(url: str, body: dict) -> tuple[int, bytes]:
+    """POSTs ``body``, again while the replica that answers is still loading its model (503)."""
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    for _ in range(240):
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            if e.code != 503:
+                return e.code, e.read()
+        time.sleep(0.5)
+    raise TimeoutError(f"{url} still answers 503")
+
+
+def test_serve_replicas_answer_as_the_server_does(local_ray: None, tiny_model_dir: Path) -> None:
+    serve = pytest.importorskip("ray.serve")
+    from fastapi.testclient import TestClient
+
+    from omnivoice.distributed import serve_app
+    from omnivoice.server import ServerSettings, create_app
+
+    settings = ServerSettings(warmup=False, threads=1)
+    speech = {"input": "Hello from a replica. And a second sentence.", "response_format": "pcm", "seed": 7,
+              "num_step": 2, "duration": 1.0}
+    sse = {**speech, "stream_format": "sse"}
+    bad = {**speech, "voice": "nobody"}
+    expected = {}
+    with TestClient(create_app(str(tiny_model_dir), settings)) as client:
+        for _ in range(100):  # the model loads on the engine thread
+            if client.get("/health").status_code == 200:
+                break
+            time.sleep(0.1)
+        for name, body in (("pcm", speech), ("sse", sse), ("bad", bad)):
+            r = client.post("/v1/audio/speech", json=body)
+            expected[name] = (r.status_code, r.content)
+    assert expected["pcm"][0] == 200 and len(expected["pcm"][1]) >= 2 * 24000  # 1 s of s16le
+    assert expected["sse"][0] == 200 and expected["sse"][1].count(b"speech.audio.delta") >= 1
+    assert expected["bad"][0] == 400
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/v1/audio/speech"
+    with _deadline(JOB_TIMEOUT_S):
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        try:
+            serve.run(serve_app(tiny_model_dir, settings, replicas=2, threads=1), name="omnivoice")
+            status = serve.status().applications["omnivoice"].deployments["omnivoice"]
+            assert status.replica_states.get("RUNNING") == 2
+            # several requests: Serve's proxy picks a replica for each
+            for _ in range(3):
+                assert _post_when_ready(url, speech) == expected["pcm"]
+            assert _post_when_ready(url, sse) == expected["sse"]
+            assert _post_when_ready(url, bad) == expected["bad"]
+        finally:
+            serve.shutdown()
+
+
+def test_server_cli_ray_serve_deploys_and_stops_on_ctrl_c(local_ray: None, tiny_model_dir: Path,
+                                                           tmp_path: Path) -> None:
+    # joins this module's Ray, as `omnivoice-server --ray-serve ADDRESS` joins a cluster
+    port = _free_port()
+    health = f"http://127.0.0.1:{port}/health"
+    log = tmp_path / "server.log"  # a file, not a pipe: Serve logs plenty, and a full pipe would block it
+    with open(log, "wb") as err, subprocess.Popen(
+            [sys.executable, "-P", "-m", "omnivoice.server", "--model", str(tiny_model_dir), "--port", str(port),
+             "--ray-serve", ray.get_runtime_context().gcs_address, "--replicas", "1", "--threads", "1",
+             "--no-warmup", "--log-level", "warning"], stdout=subprocess.DEVNULL, stderr=err) as proc:
+        try:
+            deadline = time.monotonic() + JOB_TIMEOUT_S
+            while True:
+                assert proc.poll() is None, log.read_text(errors="replace")
+                try:
+                    with urllib.request.urlopen(health, timeout=10) as r:
+                        if r.status == 200:
+                            break
+                except (urllib.error.URLError, ConnectionError):
+                    pass
+                assert time.monotonic() < deadline, "omnivoice-server --ray-serve never became healthy"
+                time.sleep(0.5)
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=120) == 0, log.read_text(errors="replace")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    with pytest.raises((urllib.error.URLError, ConnectionError)):  # the deployment went with it
+        urllib.request.urlopen(health, timeout=10)
+
+
+def test_server_cli_ray_serve_refuses_wyoming(capsys: pytest.CaptureFixture[str]) -> None:
+    from omnivoice.server.__main__ import main
+
+    assert main(["--model", "m", "--ray-serve", "--wyoming", "tcp://127.0.0.1:1"]) == 2
+    assert "wyoming is not served through Ray Serve" in capsys.readouterr().err
+
+
+def test_serve_run_builder_checks_its_args(tiny_model_dir: Path) -> None:
+    pytest.importorskip("ray.serve")
+    from omnivoice.distributed import build_serve_app
+
+    app = build_serve_app({"model": str(tiny_model_dir), "replicas": "2", "threads": "1"})
+    assert type(app).__name__ == "Application"
+    with pytest.raises(ValueError, match="model \\(required\\)"):
+        build_serve_app({"replicas": "2"})
+    with pytest.raises(ValueError, match="replicas must be a positive integer, got 0"):
+        build_serve_app({"model": str(tiny_model_dir), "replicas": "0"})

@@ -16,7 +16,8 @@ def tok(tiny_codec_gguf: Path) -> AudioTokenizer:
     return AudioTokenizer.from_file(tiny_codec_gguf, n_threads=1)
 
 
-@pytest.fixture(scope="session")
-def core(tiny_codec_gguf: Path) -> _core.Codec:
-    """The core codec, for what the public API does not expose (intermediates, Snake form)."""
-    return _core.Codec(str(tiny_codec_gguf), _core.Backend(1))
+@pytest.fixture(scope="session", params=[False, True], ids=["custom-ops", "stock-ops"])
+def core(tiny_codec_gguf: Path, request: pytest.FixtureRequest) -> _core.Codec:
+    """The core codec, for what the public API does not expose (intermediates, Snake form), with
+    our CPU ops and with the stock ggml ops a GPU backend takes."""
+    return _core.Codec(str(tiny_codec_gguf), _core.Backend(1, stock_ops=request.param))

@@ -49,10 +49,14 @@ def test_decode_matches_reference(tok: AudioTokenizer, core: _core.Codec, ref: d
     assert audio.dtype == np.float32
     assert audio.shape == (codes.shape[1] * 960,)
     np.testing.assert_allclose(audio, ref["audio"], rtol=0, atol=AUDIO_ATOL)
-    np.testing.assert_array_equal(audio, got["audio"])
+    np.testing.assert_allclose(got["audio"], ref["audio"], rtol=0, atol=AUDIO_ATOL)
+    if not core.stock_ops:
+        np.testing.assert_array_equal(audio, got["audio"])
 
 
 def test_fused_snake_matches_composed(core: _core.Codec, ref: dict[str, np.ndarray]) -> None:
+    if core.stock_ops:
+        pytest.skip("stock ops always compose Snake")
     assert core.fused_snake
     fused = core.decode(ref["codes"])
     core.fused_snake = False
@@ -154,3 +158,26 @@ def test_f16_weights(tiny_gguf, ref: dict[str, np.ndarray]) -> None:
     audio = AudioTokenizer.from_file(path, n_threads=1).decode(ref["codes"])
     # F16 weights round each weight to 11 significant bits: about 0.5% of the signal here.
     np.testing.assert_allclose(audio, ref["audio"], rtol=0, atol=F16_AUDIO_ATOL)
+
+
+def test_windowed_decode_equals_one_graph(core: _core.Codec) -> None:
+    # Long code sequences decode in windows overlapping by the decoder's context (13 frames):
+    # every output sample is computed from the same inputs by the same ops as in one graph, so
+    # the audio is identical (measured bit-exact on both op paths), and the compute buffer
+    # stays that of one window whatever the length.
+    codes = np.random.default_rng(3).integers(0, 1024, (8, 160)).astype(np.int32)
+    assert core.decode_context == 13
+    window = core.decode_window
+    try:
+        core.decode_window = 0
+        whole = core.decode(codes)
+        core.decode_window = 2 * core.decode_context + 7  # 17 core frames: ten windows
+        core.decode(codes[:, :80])
+        size = core.compute_buffer_size
+        windowed = core.decode(codes)
+        assert core.compute_buffer_size == size
+        with pytest.raises(ValueError, match="decode_window"):
+            core.decode_window = 2 * core.decode_context
+    finally:
+        core.decode_window = window
+    np.testing.assert_array_equal(windowed, whole)

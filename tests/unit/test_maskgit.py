@@ -89,12 +89,31 @@ def _prompts(run: dict) -> list[Prompt]:
     ]
 
 
-def test_greedy_runs_equal_upstream(ref: dict) -> None:
+def numpy_score(forward, batch, guidance: float):
+    """The cell scoring the LM's graph does (maskgit.Score), computed here from ``forward``'s logits."""
+    per_item = 2 if batch.guided else 1
+    starts = np.cumsum([0] + [s[2] for s in batch.segments])
+
+    def score(ids: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        logits = forward(ids, mask)
+        out = []
+        for c in range(0, len(batch.segments), per_item):
+            u = logits[starts[c + 1] : starts[c + 2]] if batch.guided else None
+            log_probs = guided_log_probs(logits[starts[c] : starts[c + 1]], u, guidance, MASK_ID)
+            out.append((log_probs.max(axis=-1), log_probs.argmax(axis=-1)))
+        return np.concatenate([o[0] for o in out]), np.concatenate([o[1] for o in out])
+
+    return score
+
+
+@pytest.mark.parametrize("scored", [False, True], ids=["logits", "scores"])
+def test_greedy_runs_equal_upstream(ref: dict, scored: bool) -> None:
     for run in ref["runs"]:
         config = greedy(**run["config"])
         batch = pack_prompts(_prompts(run), guided=config.guidance_scale != 0)
-        tokens = generate(fake_lm.packed_forward(batch.segments, VOCAB), batch, config, np.random.default_rng(0),
-                          mask_id=MASK_ID)
+        forward = fake_lm.packed_forward(batch.segments, VOCAB)
+        score = numpy_score(forward, batch, config.guidance_scale) if scored else None
+        tokens = generate(forward, batch, config, np.random.default_rng(0), mask_id=MASK_ID, score=score)
         for got, item in zip(tokens, run["items"]):
             np.testing.assert_array_equal(got, np.array(item["tokens"]), err_msg=item["text"])
 
@@ -151,6 +170,31 @@ def test_sampling_is_seeded_and_complete(ref: dict) -> None:
         assert x.shape == (8, item["target_len"]) and x.min() >= 0 and x.max() < MASK_ID
 
 
+def test_scores_path_draws_as_logits_path(ref: dict) -> None:
+    # Same cells, tokens and random draws whether MaskGIT gets logits or per-cell scores.
+    run = ref["runs"][0]
+    batch = pack_prompts(_prompts(run))
+    forward = fake_lm.packed_forward(batch.segments, VOCAB)
+    config = MaskGITConfig(num_step=8, position_temperature=5.0)
+    via_logits = generate(forward, batch, config, np.random.default_rng(3), mask_id=MASK_ID)
+    via_scores = generate(forward, batch, config, np.random.default_rng(3), mask_id=MASK_ID,
+                          score=numpy_score(forward, batch, 2.0))
+    for x, y in zip(via_logits, via_scores):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_class_temperature_needs_logits(ref: dict) -> None:
+    run = ref["runs"][0]
+    batch = pack_prompts(_prompts(run))
+
+    def score(ids: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise AssertionError("a sampled token needs the whole distribution")
+
+    config = MaskGITConfig(num_step=4, class_temperature=0.5)
+    generate(fake_lm.packed_forward(batch.segments, VOCAB), batch, config, np.random.default_rng(0), mask_id=MASK_ID,
+             score=score)
+
+
 def test_class_temperature_samples_within_top_k() -> None:
     logits = fake_lm.hashed_values((400, VOCAB), 5)
     log_probs = guided_log_probs(logits, None, 0.0, MASK_ID)
@@ -186,6 +230,17 @@ def test_bad_forward_output(extra_rows: int, codebooks: int, vocab: int, fill: f
 
     with pytest.raises(ValueError, match=match):
         generate(forward, batch, MaskGITConfig(num_step=2), np.random.default_rng(0), mask_id=MASK_ID)
+
+
+@pytest.mark.parametrize(("rows", "fill", "match"), [(3, 0.0, "shape"), (4, np.nan, "non-finite")])
+def test_bad_score_output(rows: int, fill: float, match: str) -> None:
+    batch, _ = _toy_batch()
+
+    def score(ids: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.full((rows, 8), fill, np.float32), np.zeros((rows, 8), np.int32)
+
+    with pytest.raises(ValueError, match=match):
+        generate(None, batch, MaskGITConfig(num_step=2), np.random.default_rng(0), mask_id=MASK_ID, score=score)
 
 
 def test_bad_config_and_arguments() -> None:

@@ -1,5 +1,6 @@
 #include "models/codec/codec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -55,12 +56,12 @@ CodecHParams CodecHParams::load(const GGUFFile & file) {
 }
 
 Codec::Codec(const std::string & path, BackendPtr backend) : backend_(std::move(backend)) {
-    // The convolutions are CPU custom ops (ggml has no fast 1-D conv of its own): next to a GPU
-    // backend the codec runs on a CPU backend of its own, with as many threads.
-    if (!backend_->is_cpu()) backend_ = std::make_shared<Backend>(backend_->n_threads(), /*cpu_only =*/true);
+    // Off the CPU (or when forced) every graph is built from stock ggml ops: the fast CPU path's
+    // convolutions, Snake, norms and RVQ search are custom ops.
+    opt_.stock_ops = backend_->stock_ops();
     file_ = std::make_unique<GGUFFile>(path, kArch, *backend_);
     hp_ = CodecHParams::load(*file_);
-    derived_ = std::make_unique<DerivedWeights>(kMaxDerivedTensors);
+    derived_ = std::make_unique<DerivedWeights>(kMaxDerivedTensors, opt_.stock_ops);
 
     quantizer_.load(*file_, *derived_, "quantizer", hp_.rvq);
     fc2_.load(*file_, "fc2", hp_.rvq.hidden, hp_.decoder.in_channels);
@@ -93,12 +94,48 @@ void Codec::check_codes(const int64_t * codes, int64_t n_q, int64_t n_frames) co
     }
 }
 
+void Codec::set_decode_window(int64_t frames) {
+    if (frames != 0 && frames <= 2 * decode_context()) {
+        throw InvalidInput("decode_window must be 0 or more than " + std::to_string(2 * decode_context()) +
+                           " frames (twice the decoder's context), got " + std::to_string(frames));
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    decode_window_ = frames;
+}
+
+size_t Codec::compute_buffer_size() const { return ggml_gallocr_get_buffer_size(galloc_, 0); }
+
 DecodeResult Codec::decode(const int64_t * codes, int64_t n_q, int64_t n_frames,
                            const std::vector<std::string> & capture) {
     check_codes(codes, n_q, n_frames);
     const std::vector<int32_t> ids(codes, codes + n_q * n_frames);  // in range, so exact
     std::lock_guard<std::mutex> lock(mutex_);
+    if (decode_window_ == 0 || n_frames <= decode_window_ || !capture.empty()) {
+        return decode_graph(ids.data(), n_q, n_frames, capture);
+    }
+    // Windows [lo, hi) around cores [a, b) that tile the sequence; each core's samples come from
+    // a window holding its context on both sides (or the sequence edge, as in one graph).
+    const int64_t context = decode_context();
+    const int64_t core = decode_window_ - 2 * context;
+    const int64_t hop = hp_.hop_length;
+    DecodeResult out;
+    out.audio.resize(n_frames * hop);
+    std::vector<int32_t> window;
+    for (int64_t a = 0; a < n_frames; a += core) {
+        const int64_t b = std::min(n_frames, a + core);
+        const int64_t lo = std::max<int64_t>(0, a - context), hi = std::min(n_frames, b + context);
+        window.resize(n_q * (hi - lo));
+        for (int64_t q = 0; q < n_q; ++q) {
+            std::copy(ids.begin() + q * n_frames + lo, ids.begin() + q * n_frames + hi, window.begin() + q * (hi - lo));
+        }
+        const DecodeResult part = decode_graph(window.data(), n_q, hi - lo, {});
+        std::copy(part.audio.begin() + (a - lo) * hop, part.audio.begin() + (b - lo) * hop, out.audio.begin() + a * hop);
+    }
+    return out;
+}
 
+DecodeResult Codec::decode_graph(const int32_t * codes, int64_t n_q, int64_t n_frames,
+                                 const std::vector<std::string> & capture) {
     const size_t meta_size = ggml_tensor_overhead() * GGML_DEFAULT_GRAPH_SIZE + ggml_graph_overhead();
     ggml_init_params params = {meta_size, nullptr, /*no_alloc =*/true};
     std::unique_ptr<ggml_context, decltype(&ggml_free)> ctx(ggml_init(params), ggml_free);
@@ -124,7 +161,7 @@ DecodeResult Codec::decode(const int64_t * codes, int64_t n_q, int64_t n_frames,
     if (!ggml_gallocr_alloc_graph(galloc_, graph)) {
         throw std::runtime_error("cannot allocate the decode graph (" + std::to_string(n_frames) + " frames)");
     }
-    ggml_backend_tensor_set(codes_in, ids.data(), 0, ggml_nbytes(codes_in));
+    ggml_backend_tensor_set(codes_in, codes, 0, ggml_nbytes(codes_in));
     backend_->compute(graph);
 
     DecodeResult out;

@@ -56,14 +56,28 @@ public:
     const GGUFFile & file() const { return *file_; }
     const BackendPtr & backend() const { return backend_; }
 
-    // Use the fused Snake op (default), or the composed form of stock ggml ops.
+    // Use the fused Snake op (default), or the composed form of stock ggml ops (always taken
+    // with stock ops).
     void set_fused_snake(bool fused) { opt_.fused_snake = fused; }
-    bool fused_snake() const { return opt_.fused_snake; }
+    bool fused_snake() const { return opt_.fused_snake && !opt_.stock_ops; }
+    // Whether the graphs use stock ggml ops only (the backend's stock_ops()).
+    bool stock_ops() const { return opt_.stock_ops; }
 
     // codes: n_q rows of T ids (row-major [n_q, T]) -> T * hop_length samples. `capture` names
     // graph intermediates (e.g. "rvq.sum", "fc2.out", "dec.blk2.res1.out") to copy out as well.
+    // More than decode_window() frames (and no capture) decode in overlapping windows of at most
+    // that many frames, each overlapping its neighbours by the decoder's context: memory stays
+    // bounded whatever T, and the output is the one-graph decode's.
     DecodeResult decode(const int64_t * codes, int64_t n_q, int64_t n_frames,
                         const std::vector<std::string> & capture = {});
+
+    // Frames per decode graph at most; 0 decodes any length in one graph. Must exceed twice the
+    // decoder's context (decode_context()).
+    int64_t decode_window() const { return decode_window_; }
+    void set_decode_window(int64_t frames);
+    int64_t decode_context() const { return acoustic_decoder_.context_frames(); }
+    // Bytes of the compute buffer (the largest graph so far).
+    size_t compute_buffer_size() const;
 
     // HiggsAudioV2TokenizerModel.encode of one mono signal given at both rates: `wave` at
     // sample_rate (24 kHz) for the acoustic stream and `wave16` at the semantic rate (16 kHz) for
@@ -76,6 +90,9 @@ private:
     // Throws InvalidInput unless codes is [n_quantizers, T >= 1] with ids in [0, codebook_size):
     // the one check of codes, whoever calls.
     void check_codes(const int64_t * codes, int64_t n_q, int64_t n_frames) const;
+    // One decode graph over all n_frames of checked codes (row-major [n_q, n_frames]).
+    DecodeResult decode_graph(const int32_t * codes, int64_t n_q, int64_t n_frames,
+                              const std::vector<std::string> & capture);
 
     BackendPtr backend_;
     std::unique_ptr<GGUFFile> file_;
@@ -88,6 +105,8 @@ private:
     DacDecoder acoustic_decoder_;
     std::unique_ptr<CodecEncoder> encoder_;  // null without omnivoice.has_encoder
 
+    // 10 s of audio per graph (about 230 MB of F32 activations on the CPU path).
+    int64_t decode_window_ = 250;
     std::mutex mutex_;  // one graph at a time: the allocator below is shared
     ggml_gallocr_t galloc_ = nullptr;
 };

@@ -1,5 +1,6 @@
 #include "models/codec/dac_decoder.h"
 
+#include <algorithm>
 #include <iterator>
 
 #include "runtime/errors.h"
@@ -57,6 +58,23 @@ void DacDecoder::load(GGUFFile & file, DerivedWeights & derived, const std::stri
     }
     snake1.load(file, derived, join_name(prefix, "snake1"), ch);
     conv2.load(file, derived, join_name(prefix, "conv2"), ch, 1, kKernel, 1, pad, 1);
+}
+
+// Steps each side of an output step that a stride-1 conv reads.
+static int64_t conv_reach(const Conv1d & c) {
+    return std::max<int64_t>(c.padding, (int64_t) c.dilation * (c.kernel - 1) - c.padding);
+}
+
+int64_t DacDecoder::context_frames() const {
+    // Backwards from the output, in steps at each stage's rate: a transposed conv's output step
+    // t reads input steps within (t + padding - K, t + padding] / stride.
+    int64_t reach = conv_reach(conv2);
+    for (size_t ib = blocks.size(); ib-- > 0;) {
+        for (const DacResidualUnit & ru : blocks[ib].res_units) reach += conv_reach(ru.conv1) + conv_reach(ru.conv2);
+        const ConvTranspose1d & up = blocks[ib].conv_t1;
+        reach = (reach + up.kernel + up.stride - 1) / up.stride + 1;
+    }
+    return reach + conv_reach(conv1);
 }
 
 // DacDecoder.forward (tanh replaced by identity)

@@ -36,6 +36,10 @@ struct DacDecoder {
     void load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, const DacDecoderHParams & hp);
     // x: [in_channels, T] -> audio [1, T * prod(strides)]
     ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt) const;
+    // Input frames each side that an output frame's samples depend on (an upper bound, from the
+    // kernels, dilations and strides: 13 for the real decoder): a window of input frames
+    // decodes its inner frames exactly as the whole sequence would.
+    int64_t context_frames() const;
 };
 
 }  // namespace ov

@@ -2,8 +2,6 @@
 
 #include <cmath>
 
-#include "gelu_erf.h"
-#include "norm.h"
 #include "runtime/errors.h"
 
 namespace ov {
@@ -117,7 +115,7 @@ void HubertModel::load(GGUFFile & file, DerivedWeights & derived, const std::str
     }
 }
 
-ggml_tensor * HubertModel::forward(ggml_context * ctx, ggml_tensor * wave, const GraphOptions &) const {
+ggml_tensor * HubertModel::forward(ggml_context * ctx, ggml_tensor * wave, const GraphOptions & opt) const {
     const int64_t C = hp.n_embd;
     const int64_t head_dim = C / hp.n_head;
 
@@ -126,15 +124,15 @@ ggml_tensor * HubertModel::forward(ggml_context * ctx, ggml_tensor * wave, const
     ggml_tensor * cur = ggml_reshape_2d(ctx, wave, 1, wave->ne[0]);  // [1, n_samples]
     for (size_t i = 0; i < conv.size(); ++i) {
         cur = conv[i].forward(ctx, cur);  // [conv_dim[i], T_i]
-        if (i == 0) cur = ov_channel_norm(ctx, cur, group_norm_w, group_norm_b, hp.group_norm_eps);
-        cur = ov_gelu_erf(ctx, cur);
+        if (i == 0) cur = channel_norm(ctx, cur, group_norm_w, group_norm_b, hp.group_norm_eps, opt);
+        cur = gelu_erf(ctx, cur, nullptr, opt);
         set_name(cur, "hubert.conv" + std::to_string(i));
     }
     ggml_set_name(cur, "hubert.conv_out");  // the extractor's output, whatever its depth
     const int64_t T = cur->ne[1];
 
     // HubertFeatureProjection
-    cur = proj_norm.forward(ctx, cur);
+    cur = proj_norm.forward(ctx, cur, opt);
     cur = projection.forward(ctx, cur);  // [C, T]
     set_name(cur, "hubert.proj");
 
@@ -154,13 +152,13 @@ ggml_tensor * HubertModel::forward(ggml_context * ctx, ggml_tensor * wave, const
         pos = ggml_cont(ctx, ggml_permute(ctx, pos, 0, 2, 1, 3));              // [C/g, g, T']
         pos = ggml_reshape_2d(ctx, pos, C, T_pad);                             // [C, T']
         pos = ggml_view_2d(ctx, pos, C, T, pos->nb[1], 0);                     // [C, T]
-        pos = ov_gelu_erf(ctx, pos, pos_conv_b);  // the view is the contiguous first T steps
+        pos = gelu_erf(ctx, pos, pos_conv_b, opt);  // the view is the contiguous first T steps
         set_name(pos, "hubert.pos_conv");
         cur = ggml_add(ctx, cur, pos);
     }
 
     // HubertEncoder (post-LN): the first hidden state is the input of layer 0, after layer_norm.
-    cur = enc_norm.forward(ctx, cur);
+    cur = enc_norm.forward(ctx, cur, opt);
     set_name(cur, "hubert.hidden0");
     ggml_tensor * hidden_sum = cur;
 
@@ -182,20 +180,19 @@ ggml_tensor * HubertModel::forward(ggml_context * ctx, ggml_tensor * wave, const
             ggml_tensor * q = head_view(0);
             ggml_tensor * k = head_view(1);
             ggml_tensor * v = head_view(2);
-            ggml_tensor * kqv = ggml_flash_attn_ext(ctx, q, k, v, nullptr, kq_scale, 0.0f, 0.0f);  // [hd, H, T]
-            ggml_flash_attn_ext_set_prec(kqv, GGML_PREC_F32);
+            ggml_tensor * kqv = attention(ctx, q, k, v, kq_scale, opt);  // [hd, H, T]
             // out_proj without its bias: the LayerNorm op adds it, then the residual
             cur = ggml_mul_mat(ctx, l.out_proj.weight, ggml_reshape_2d(ctx, kqv, C, T));
-            cur = l.layer_norm.forward(ctx, cur, inpL, l.out_proj.bias);
+            cur = l.layer_norm.forward(ctx, cur, opt, inpL, l.out_proj.bias);
         }
 
         // HubertFeedForward, then final_layer_norm over the residual sum; the biases of both
         // Linears are added inside the GELU and LayerNorm ops
         {
-            ggml_tensor * ff = ov_gelu_erf(ctx, ggml_mul_mat(ctx, l.intermediate_dense.weight, cur),
-                                           l.intermediate_dense.bias);  // [n_ff, T]
+            ggml_tensor * ff = gelu_erf(ctx, ggml_mul_mat(ctx, l.intermediate_dense.weight, cur),
+                                        l.intermediate_dense.bias, opt);  // [n_ff, T]
             ff = ggml_mul_mat(ctx, l.output_dense.weight, ff);        // [C, T]
-            cur = l.final_layer_norm.forward(ctx, ff, cur, l.output_dense.bias);
+            cur = l.final_layer_norm.forward(ctx, ff, opt, cur, l.output_dense.bias);
         }
         set_name(cur, "hubert.l" + std::to_string(il) + ".out");
         hidden_sum = ggml_add(ctx, hidden_sum, cur);

@@ -31,7 +31,8 @@ void ResidualVectorQuantizer::load(GGUFFile & file, DerivedWeights & derived, co
         vq.project_out.load(file, join_name(p, "project_out"), hp.codebook_dim, hp.hidden);
         if (hp.has_encoder) vq.project_in.load(file, join_name(p, "project_in"), hp.hidden, hp.codebook_dim);
     }
-    if (!hp.has_encoder) return;
+    // The stock-op graph reads each codebook's own weights; ov_rvq_encode them joined.
+    if (!hp.has_encoder || derived.stock_ops()) return;
     std::vector<ggml_tensor *> w_in, b_in, embed, w_out, b_out;
     for (const VectorQuantizer & vq : quantizers) {
         w_in.push_back(vq.project_in.weight);
@@ -65,9 +66,29 @@ ggml_tensor * ResidualVectorQuantizer::decode(ggml_context * ctx, ggml_tensor * 
 }
 
 // HiggsAudioV2TokenizerResidualVectorQuantization.encode
-ggml_tensor * ResidualVectorQuantizer::encode(ggml_context * ctx, ggml_tensor * x, const GraphOptions &) const {
-    ggml_tensor * codes = ov_rvq_encode(ctx, x, enc_w_in, enc_b_in, enc_embed, enc_w_out, enc_b_out,
-                                        (int) quantizers.size());
+ggml_tensor * ResidualVectorQuantizer::encode(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt) const {
+    ggml_tensor * codes = nullptr;
+    if (!opt.stock_ops) {
+        codes = ov_rvq_encode(ctx, x, enc_w_in, enc_b_in, enc_embed, enc_w_out, enc_b_out, (int) quantizers.size());
+    } else {
+        ggml_tensor * residual = x;  // [hidden, T]
+        for (size_t q = 0; q < quantizers.size(); ++q) {
+            const VectorQuantizer & vq = quantizers[q];
+            // The nearest entry by the reference's distance -((|h|^2 - 2 h.e) + |e|^2), negated
+            // exactly as (2 h.e - |h|^2) - |e|^2; argmax takes the first index on ties, as torch.
+            ggml_tensor * h = vq.project_in.forward(ctx, residual);                        // [dim, T]
+            ggml_tensor * hh = ggml_sum_rows(ctx, ggml_sqr(ctx, h));                        // [1, T]
+            ggml_tensor * ee = ggml_sum_rows(ctx, ggml_sqr(ctx, vq.embed));                 // [1, size]
+            ggml_tensor * he2 = ggml_scale(ctx, ggml_mul_mat(ctx, vq.embed, h), 2.0f);     // [size, T]
+            ggml_tensor * score = ggml_sub(ctx, ggml_sub(ctx, he2, hh), ggml_reshape_2d(ctx, ee, ee->ne[1], 1));
+            ggml_tensor * ids = ggml_argmax(ctx, score);                                    // [T] I32
+            ggml_tensor * proj = vq.project_out.forward(ctx, ggml_get_rows(ctx, vq.embed, ids));
+            residual = ggml_sub(ctx, residual, proj);
+            ids = ggml_reshape_2d(ctx, ids, ids->ne[0], 1);
+            codes = codes ? ggml_concat(ctx, codes, ids, 1) : ids;  // [T, q + 1]
+        }
+        codes = ggml_cont(ctx, codes);  // a single codebook's ids are a reshape, not an op result
+    }
     ggml_set_name(codes, "rvq.codes");
     return codes;
 }

@@ -40,6 +40,7 @@ struct ResidualVectorQuantizer {
     // codes: [T, n_q] I32 (row q = codebook q) -> sum_q project_out_q(embed_q[codes[q]]): [hidden, T]
     ggml_tensor * decode(ggml_context * ctx, ggml_tensor * codes, const GraphOptions & opt) const;
     // x: [hidden, T] -> codes [T, n_q] I32 (row q = codebook q).
+    // opt.stock_ops: one get_rows/mul_mat/argmax chain per codebook instead of ov_rvq_encode.
     ggml_tensor * encode(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt) const;
 };
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "linear.h"
+#include "maskgit_score.h"
 #include "runtime/errors.h"
 
 namespace ov {
@@ -93,9 +94,10 @@ Qwen3Model::Qwen3Model(const std::string & path, BackendPtr backend) : backend_(
         return f.tensor(name, {ne0, ne1}, mat_types);
     };
     const auto vec = [&](const std::string & name, int64_t ne0) { return f.tensor(name, {ne0}, {GGML_TYPE_F32}); };
-    // ov_linear is a CPU custom op: projections take it on a CPU backend only.
-    const bool cpu = backend_->is_cpu();
-    derived_ = std::make_unique<DerivedWeights>(kJoinedPerLayer * hp_.n_layer);
+    // ov_linear is a CPU custom op: projections take it on a CPU backend only, and not on the
+    // stock-op path.
+    const bool cpu = backend_->is_cpu() && !backend_->stock_ops();
+    derived_ = std::make_unique<DerivedWeights>(kJoinedPerLayer * hp_.n_layer, backend_->stock_ops());
     const auto linear = [&](Linear & l, const std::string & prefix, int64_t n_in, int64_t n_out) {
         l.load(f, prefix, n_in, n_out, /*has_bias =*/false, mat_types, cpu);
     };
@@ -131,7 +133,8 @@ Qwen3Model::Qwen3Model(const std::string & path, BackendPtr backend) : backend_(
     derived_->materialize(*backend_);
 }
 
-Qwen3Session::Qwen3Session(std::shared_ptr<const Qwen3Model> model, std::vector<PackedSegment> segments)
+Qwen3Session::Qwen3Session(std::shared_ptr<const Qwen3Model> model, std::vector<PackedSegment> segments,
+                           std::optional<float> guidance_scale)
     : model_(std::move(model)), segments_(std::move(segments)) {
     const Qwen3HParams & hp = model_->hparams();
     if (segments_.empty()) throw InvalidInput("a session needs at least one segment");
@@ -151,6 +154,17 @@ Qwen3Session::Qwen3Session(std::shared_ptr<const Qwen3Model> model, std::vector<
         n_tokens_ += s.length;
         n_target_ += s.target_len;
     }
+    const bool guided = guidance_scale && *guidance_scale != 0.0f;
+    if (guidance_scale && !std::isfinite(*guidance_scale)) throw InvalidInput("guidance_scale must be finite");
+    if (guided) {
+        if (segments_.size() % 2 != 0) throw InvalidInput("guided scoring needs (cond, uncond) segment pairs");
+        for (size_t i = 0; i < segments_.size(); i += 2) {
+            if (segments_[i].target_len != segments_[i + 1].target_len) {
+                throw InvalidInput("segments " + std::to_string(i) + " and " + std::to_string(i + 1) +
+                                   " (cond, uncond) differ in target length");
+            }
+        }
+    }
 
     // Host inputs that stay fixed for the session: positions restart per segment, and the rows
     // whose logits are wanted.
@@ -162,13 +176,19 @@ Qwen3Session::Qwen3Session(std::shared_ptr<const Qwen3Model> model, std::vector<
         for (int64_t i = 0; i < s.target_len; ++i) target_rows_host_.push_back((int32_t) (start + s.target_start + i));
         start += s.length;
     }
+    // Logits columns of the cond (and uncond) targets, item by item.
+    for (size_t i = 0, col = 0; guidance_scale && i < segments_.size(); ++i) {
+        std::vector<int32_t> & rows = guided && i % 2 == 1 ? uncond_rows_host_ : cond_rows_host_;
+        for (int64_t t = 0; t < segments_[i].target_len; ++t) rows.push_back((int32_t) col++);
+    }
+    n_cells_ = (int64_t) cond_rows_host_.size() * hp.n_codebook;
     text_ids_host_.resize(n_tokens_);
     audio_ids_host_.resize(n_tokens_ * hp.n_codebook);
     text_keep_host_.resize(n_tokens_);
     audio_keep_host_.resize(n_tokens_);
 
     // Node budget: a fixed set per layer plus the per-segment attention ops.
-    const size_t n_nodes = 64 + hp.n_codebook * 2 + hp.n_layer * (64 + 16 * segments_.size());
+    const size_t n_nodes = 128 + hp.n_codebook * 2 + hp.n_layer * (64 + 16 * segments_.size());
     ggml_init_params params = {
         /*mem_size   =*/ggml_tensor_overhead() * n_nodes + ggml_graph_overhead_custom(n_nodes, false),
         /*mem_buffer =*/nullptr,
@@ -178,6 +198,7 @@ Qwen3Session::Qwen3Session(std::shared_ptr<const Qwen3Model> model, std::vector<
     if (!ctx_) throw std::runtime_error("ggml: cannot create the graph context");
     graph_ = ggml_new_graph_custom(ctx_, n_nodes, false);
     build_graph();
+    if (guidance_scale) build_scoring(*guidance_scale);
 
     ggml_backend_t backend = model_->backend()->get();
     for (int i = 0; i < ggml_graph_n_nodes(graph_); ++i) {
@@ -211,14 +232,14 @@ ggml_tensor * Qwen3Session::build_attention(ggml_tensor * q, ggml_tensor * k, gg
                             0, 2, 1, 3);
     };
 
+    GraphOptions opt;
+    opt.stock_ops = model_->backend()->stock_ops();
     ggml_tensor * out = nullptr;
     int64_t start = 0;
     for (size_t is = 0; is < segments_.size(); ++is) {
         const int64_t len = segments_[is].length;
-        // Query heads share kv heads by broadcast (GQA).
-        ggml_tensor * kqv = ggml_flash_attn_ext(ctx_, segment(q, start, len), segment(k, start, len),
-                                                segment(v, start, len), nullptr, kq_scale, 0.0f, 0.0f);
-        ggml_flash_attn_ext_set_prec(kqv, GGML_PREC_F32);
+        ggml_tensor * kqv = attention(ctx_, segment(q, start, len), segment(k, start, len), segment(v, start, len),
+                                      kq_scale, opt);
         ggml_format_name(kqv, "blk%d.seg%zu.kqv", il, is);  // [hd, n_head, len]
         out = out ? ggml_concat(ctx_, out, kqv, 2) : kqv;
         start += len;
@@ -353,6 +374,63 @@ void Qwen3Session::build_graph() {
     ggml_build_forward_expand(graph_, logits_);
 }
 
+// OmniVoice._predict_tokens_with_scoring with class_temperature 0, per cell (target frame,
+// codebook): the max and argmax of the guided log-probabilities, mask id excluded. Upstream takes
+// g = log_softmax(c' + s (c' - u')) of c' = log_softmax(c), u' = log_softmax(u); the
+// normalisers of c' and u' are constants per cell, so g = log_softmax(b) with
+// b = (1 + s) c - s u, and max g = max_{v != mask} b - logsumexp(b) = -log(sum(exp(b - m)))
+// with m the max of b over the non-mask classes. One row max (a max pool: no stock reduction
+// gives it) and one exp pass instead of three each: at 250 frames the step's scoring fell from
+// the stock ops' ten passes over [V, cells] tensors. b - m is clamped at 80 before exp, which
+// changes a score only if the mask class outweighs every other by e^80 (its cell scores ~ -80).
+// On the CPU path ov_maskgit_score does the same per cell in one pass.
+void Qwen3Session::build_scoring(float guidance_scale) {
+    const Qwen3HParams & hp = model_->hparams();
+    const int64_t n_vocab = hp.audio_vocab;
+    const auto input = [&](ggml_type type, int64_t n, const char * name) {
+        ggml_tensor * t = ggml_new_tensor_1d(ctx_, type, n);
+        ggml_set_name(t, name);
+        ggml_set_input(t);
+        return t;
+    };
+    const auto cells = [&](ggml_tensor * rows) {  // the logits of those targets: [V, C * n_rows]
+        return ggml_reshape_2d(ctx_, ggml_get_rows(ctx_, logits_, rows), n_vocab, rows->ne[0] * hp.n_codebook);
+    };
+
+    cond_rows_ = input(GGML_TYPE_I32, (int64_t) cond_rows_host_.size(), "inp.cond_rows");
+    if (guidance_scale != 0.0f) {
+        uncond_rows_ = input(GGML_TYPE_I32, (int64_t) uncond_rows_host_.size(), "inp.uncond_rows");
+    }
+    if (!model_->backend()->stock_ops()) {
+        scores_ = ov_maskgit_score(ctx_, logits_, cond_rows_, uncond_rows_, (int) n_vocab, (int) hp.audio_mask_id,
+                                   guidance_scale);
+        ggml_set_name(scores_, "score.fused");  // [2, n_cells]: score, best class
+        ggml_set_output(scores_);
+        ggml_build_forward_expand(graph_, scores_);
+        return;
+    }
+    class_mask_ = input(GGML_TYPE_F32, n_vocab, "inp.class_mask");
+    class_mask_host_.assign(n_vocab, 0.0f);
+    class_mask_host_[hp.audio_mask_id] = -INFINITY;
+    ggml_tensor * b = cells(cond_rows_);  // [V, n_cells]
+    if (guidance_scale != 0.0f) {
+        b = ggml_sub(ctx_, ggml_scale(ctx_, b, 1.0f + guidance_scale), ggml_scale(ctx_, cells(uncond_rows_), guidance_scale));
+    }
+    ggml_set_name(b, "score.guided");
+    ggml_tensor * masked = ggml_add(ctx_, b, class_mask_);
+    ggml_tensor * max = ggml_pool_2d(ctx_, masked, GGML_OP_POOL_MAX, (int) n_vocab, 1, (int) n_vocab, 1, 0, 0);
+    ggml_tensor * shifted = ggml_clamp(ctx_, ggml_sub(ctx_, b, max), -INFINITY, 80.0f);
+    scores_ = ggml_neg(ctx_, ggml_log(ctx_, ggml_sum_rows(ctx_, ggml_exp(ctx_, shifted))));
+    ggml_set_name(scores_, "score.max");  // [1, n_cells]
+    ggml_set_output(scores_);
+    best_ = ggml_argmax(ctx_, masked);
+    ggml_set_name(best_, "score.argmax");  // [n_cells]
+    ggml_set_output(best_);
+    GGML_ASSERT(ggml_nelements(scores_) == n_cells_);
+    ggml_build_forward_expand(graph_, scores_);
+    ggml_build_forward_expand(graph_, best_);
+}
+
 void Qwen3Session::fill_inputs(const int32_t * ids, const bool * audio_mask) {
     const Qwen3HParams & hp = model_->hparams();
     const int64_t n = n_tokens_;
@@ -382,8 +460,7 @@ void Qwen3Session::fill_inputs(const int32_t * ids, const bool * audio_mask) {
     }
 }
 
-void Qwen3Session::forward(const int32_t * ids, const bool * audio_mask, float * logits) {
-    std::lock_guard<std::mutex> lock(model_->compute_mutex());
+void Qwen3Session::compute(const int32_t * ids, const bool * audio_mask) {
     fill_inputs(ids, audio_mask);
     ggml_backend_tensor_set(text_ids_, text_ids_host_.data(), 0, ggml_nbytes(text_ids_));
     ggml_backend_tensor_set(audio_ids_, audio_ids_host_.data(), 0, ggml_nbytes(audio_ids_));
@@ -391,8 +468,35 @@ void Qwen3Session::forward(const int32_t * ids, const bool * audio_mask, float *
     ggml_backend_tensor_set(audio_keep_, audio_keep_host_.data(), 0, ggml_nbytes(audio_keep_));
     ggml_backend_tensor_set(pos_, pos_host_.data(), 0, ggml_nbytes(pos_));
     ggml_backend_tensor_set(target_rows_, target_rows_host_.data(), 0, ggml_nbytes(target_rows_));
+    if (scores_) {
+        ggml_backend_tensor_set(cond_rows_, cond_rows_host_.data(), 0, ggml_nbytes(cond_rows_));
+        if (uncond_rows_) ggml_backend_tensor_set(uncond_rows_, uncond_rows_host_.data(), 0, ggml_nbytes(uncond_rows_));
+        if (class_mask_) ggml_backend_tensor_set(class_mask_, class_mask_host_.data(), 0, ggml_nbytes(class_mask_));
+    }
     model_->backend()->compute(graph_);
+}
+
+void Qwen3Session::forward(const int32_t * ids, const bool * audio_mask, float * logits) {
+    std::lock_guard<std::mutex> lock(model_->compute_mutex());
+    compute(ids, audio_mask);
     ggml_backend_tensor_get(logits_, logits, 0, ggml_nbytes(logits_));
+}
+
+void Qwen3Session::score(const int32_t * ids, const bool * audio_mask, float * scores, int32_t * best) {
+    if (!scores_) throw InvalidInput("this session was opened without a guidance scale: it has no scoring");
+    std::lock_guard<std::mutex> lock(model_->compute_mutex());
+    compute(ids, audio_mask);
+    if (!best_) {  // ov_maskgit_score's pairs
+        std::vector<float> pairs(2 * n_cells_);
+        ggml_backend_tensor_get(scores_, pairs.data(), 0, ggml_nbytes(scores_));
+        for (int64_t i = 0; i < n_cells_; ++i) {
+            scores[i] = pairs[2 * i];
+            best[i] = (int32_t) pairs[2 * i + 1];
+        }
+        return;
+    }
+    ggml_backend_tensor_get(scores_, scores, 0, ggml_nbytes(scores_));
+    ggml_backend_tensor_get(best_, best, 0, ggml_nbytes(best_));
 }
 
 }  // namespace ov

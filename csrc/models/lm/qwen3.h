@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -94,9 +95,14 @@ struct PackedSegment {
 };
 
 // A fixed packing of segments, with its graph built and its compute buffer allocated once.
+// With a guidance scale the graph also scores every cell of every item as MaskGIT does, so a
+// step returns two numbers per cell instead of its logits (16 MB at 250 frames).
 class Qwen3Session {
 public:
-    Qwen3Session(std::shared_ptr<const Qwen3Model> model, std::vector<PackedSegment> segments);
+    // guidance_scale: build the scoring too. Non-zero: segments are (cond, uncond) pairs, one per
+    // item, of equal target length; zero: every segment is an item's cond segment.
+    Qwen3Session(std::shared_ptr<const Qwen3Model> model, std::vector<PackedSegment> segments,
+                 std::optional<float> guidance_scale = std::nullopt);
     ~Qwen3Session();
     Qwen3Session(const Qwen3Session &) = delete;
     Qwen3Session & operator=(const Qwen3Session &) = delete;
@@ -111,8 +117,20 @@ public:
     // logits: row-major [n_target, n_codebook, audio_vocab], the target windows in segment order.
     void forward(const int32_t * ids, const bool * audio_mask, float * logits);
 
+    bool scores_cells() const { return scores_ != nullptr; }
+    // Cells scored per step: n_codebook x the items' target lengths (cond segments only).
+    int64_t n_cells() const { return n_cells_; }
+    // Runs the step and returns MaskGIT's cell scores instead of logits (needs a guidance scale
+    // at construction): for each item's target frame (row-major [frame, codebook], items in
+    // order) the max and argmax over classes of log_softmax(c + g * (c - u)) of the
+    // log-softmaxed cond and uncond logits (log_softmax(c) when g = 0), the mask id excluded:
+    // upstream's _predict_tokens_with_scoring with class_temperature 0.
+    void score(const int32_t * ids, const bool * audio_mask, float * scores, int32_t * best);
+
 private:
     void build_graph();
+    void build_scoring(float guidance_scale);
+    void compute(const int32_t * ids, const bool * audio_mask);
     ggml_tensor * build_attention(ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, int il);
     void fill_inputs(const int32_t * ids, const bool * audio_mask);
 
@@ -134,6 +152,13 @@ private:
     ggml_tensor * pos_ = nullptr;         // I32 [n_tokens]
     ggml_tensor * target_rows_ = nullptr; // I32 [n_target]
     ggml_tensor * logits_ = nullptr;      // F32 [n_codebook * audio_vocab, n_target]
+    // Scoring (with a guidance scale only)
+    ggml_tensor * cond_rows_ = nullptr;   // I32 [n_cells / n_codebook]: logits columns of cond targets
+    ggml_tensor * uncond_rows_ = nullptr; // I32, the same for uncond targets (guided)
+    ggml_tensor * class_mask_ = nullptr;  // F32 [audio_vocab]: -inf at the mask id, else 0
+    ggml_tensor * scores_ = nullptr;      // F32 [1, n_cells], or ov_maskgit_score's [2, n_cells] (CPU path)
+    ggml_tensor * best_ = nullptr;        // I32 [n_cells] (stock ops)
+    int64_t n_cells_ = 0;
 
     std::vector<int32_t> text_ids_host_;
     std::vector<int32_t> audio_ids_host_;
@@ -141,6 +166,9 @@ private:
     std::vector<float> audio_keep_host_;
     std::vector<int32_t> pos_host_;
     std::vector<int32_t> target_rows_host_;
+    std::vector<int32_t> cond_rows_host_;
+    std::vector<int32_t> uncond_rows_host_;
+    std::vector<float> class_mask_host_;
 };
 
 }  // namespace ov
