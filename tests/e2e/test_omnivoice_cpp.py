@@ -260,6 +260,7 @@ def _logits(path: Path) -> np.ndarray:
                                                             np.concatenate([mask, mask[24:]]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ktype", ["q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "Q4_K_M"])
 def test_k_quant_lm_close_to_f32(ktype: str, wide_hf: Path, wide_f32: Path, wide_logits: np.ndarray,
                                  tmp_path: Path) -> None:

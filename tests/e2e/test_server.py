@@ -144,6 +144,7 @@ def client(server: Server):
 # ---------------------------------------------------------------------------- OpenAI SDK
 
 
+@pytest.mark.slow
 def test_every_format_with_the_openai_sdk(client) -> None:
     text = "Hello there. This is a test of every format."
     args = dict(model="tts-1", voice="alloy", input=text, extra_body={**FAST, "seed": 7})
@@ -171,6 +172,7 @@ def test_every_format_with_the_openai_sdk(client) -> None:
         assert np.sqrt(np.mean(samples**2)) > 1e-3, fmt
 
 
+@pytest.mark.slow
 def test_streaming_response_arrives_in_pieces(client) -> None:
     text = "First sentence here. " * 40  # long enough to be generated in several pieces
     pieces = []
@@ -314,6 +316,7 @@ def test_full_queue_429_batching_and_cancel_on_disconnect(server: Server) -> Non
 # ---------------------------------------------------------------------------- voices
 
 
+@pytest.mark.slow
 def test_voices_survive_a_restart(tiny_model_dir: Path, tmp_path: Path) -> None:
     voices = tmp_path / "voices"
     srv = Server(tiny_model_dir, tmp_path / "log.txt", "--voices-dir", str(voices))
@@ -355,6 +358,7 @@ def test_voices_survive_a_restart(tiny_model_dir: Path, tmp_path: Path) -> None:
     assert sorted(p.name for p in voices.glob("*.npz")) == ["designer.npz"]
 
 
+@pytest.mark.slow
 def test_health_is_503_when_the_model_cannot_load(tmp_path: Path) -> None:
     srv = Server(tmp_path / "no-such-model.gguf", tmp_path / "log.txt", wait=False)
     try:
@@ -365,6 +369,7 @@ def test_health_is_503_when_the_model_cannot_load(tmp_path: Path) -> None:
         srv.stop()
 
 
+@pytest.mark.slow
 def test_timeout_gives_504_and_the_server_keeps_serving(tiny_model_dir: Path, tmp_path: Path) -> None:
     srv = Server(tiny_model_dir, tmp_path / "log.txt", "--timeout", "1")
     try:
@@ -381,6 +386,7 @@ def test_timeout_gives_504_and_the_server_keeps_serving(tiny_model_dir: Path, tm
 
 
 # wyoming's audio module imports the standard library's audioop, deprecated in Python 3.11.
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:'audioop' is deprecated:DeprecationWarning")
 def test_wyoming_describe_synthesize_and_streaming(server: Server) -> None:
     from wyoming.audio import AudioChunk
@@ -436,6 +442,7 @@ def test_wyoming_describe_synthesize_and_streaming(server: Server) -> None:
 # ---------------------------------------------------------------------------- web page
 
 
+@pytest.mark.slow
 def test_web_page_speaks_in_headless_chromium(server: Server, tmp_path: Path) -> None:
     chromium = shutil.which("chromium")
     assert chromium, "Debian's chromium is needed (apt-get install chromium; .ci/run installs it)"
