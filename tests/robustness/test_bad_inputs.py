@@ -96,10 +96,10 @@ def test_cli_bad_flag_values_exit_2(flags: list[str], capsys: pytest.CaptureFixt
 
 
 @pytest.mark.parametrize(("line", "message"), [
-    ('["Hi."]', ":1: must be a JSON object"),
-    ("3", ":1: must be a JSON object"),
-    ('{"text": "Hi.", "seed": "abc"}', ":1: seed must be an int"),
-    ('{"text": "Hi.", "duration": "two"}', ":1: duration must be a number"),
+    ('["Hi."]', ":1: a request must be a JSON object"),
+    ("3", ":1: a request must be a JSON object"),
+    ('{"text": "Hi.", "seed": "abc"}', ":1: 'seed' must be an integer"),
+    ('{"text": "Hi.", "duration": "two"}', ":1: 'duration' must be a number"),
 ])
 def test_cli_batch_lines_name_line_and_key(tiny_model_dir: Path, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str], line: str, message: str) -> None:
