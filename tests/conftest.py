@@ -10,6 +10,7 @@ longest end-to-end cases.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Callable, Optional
@@ -20,6 +21,10 @@ import pytest
 
 from omnivoice import _core
 from omnivoice.convert import convert_codec, convert_lm, convert_model
+
+# Child Pythons (CLIs, servers, Ray workers) started from the repository root would otherwise import
+# the source tree's omnivoice/, which has no built _core, instead of the installed package.
+os.environ["PYTHONSAFEPATH"] = "1"
 
 DATA = Path(__file__).parent / "data"
 TINY_HF = DATA / "tiny_hf"

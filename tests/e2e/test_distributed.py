@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -52,12 +53,19 @@ def _deadline(seconds: int) -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    with _deadline(JOB_TIMEOUT_S):
-        ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20,
-                 logging_level="WARNING")
-    yield
-    ray.shutdown()
+def local_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    # Ray puts the driver's working directory first on its workers' sys.path: from the repository
+    # root they would import the source tree's omnivoice/ (no built _core), not the installed one.
+    cwd = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("ray_cwd"))
+    try:
+        with _deadline(JOB_TIMEOUT_S):
+            ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20,
+                     logging_level="WARNING")
+        yield
+        ray.shutdown()
+    finally:
+        os.chdir(cwd)
 
 
 @pytest.fixture(scope="module")

@@ -48,7 +48,11 @@ class Server:
              "--threads", "1", "--log-level", "warning", *args],
             stdout=self._log, stderr=subprocess.STDOUT)
         if wait:
-            self.wait_health(200)
+            try:
+                self.wait_health(200)
+            except BaseException:
+                self.stop()
+                raise
 
     def wait_health(self, status: int, timeout: float = 120) -> dict:
         end = time.monotonic() + timeout
