@@ -28,6 +28,7 @@ __all__ = [
     "WAV_FORMATS",
     "StreamingWavWriter",
     "load_audio",
+    "sample_bytes",
     "to_mono",
     "truncate_to_hop",
     "write_wav",
@@ -187,6 +188,20 @@ def write_wav(file: Union[str, PathLike, BinaryIO], audio: np.ndarray, sample_ra
     sf.write(file, _frames(audio, fmt), sample_rate, subtype=WAV_FORMATS[fmt][0], format="WAV")
 
 
+def sample_bytes(frames: np.ndarray, fmt: str) -> bytes:
+    """Little-endian sample bytes of float frames (interleaved if [T, C]) as libsndfile 1.2 writes
+    them: PCM levels are ``floor(x * 2**(bits - 1))``, clipped; ``wav32`` is float."""
+    if fmt == "wav32":
+        return frames.astype("<f4").tobytes()
+    bits = WAV_FORMATS[fmt][2]
+    full_scale = float(1 << (bits - 1))
+    levels = np.clip(np.floor(frames * full_scale), -full_scale, full_scale - 1).astype("<i4")
+    if bits == 16:
+        return levels.astype("<i2").tobytes()
+    # 24-bit: the low three bytes of each little-endian int32.
+    return np.ascontiguousarray(levels).view(np.uint8).reshape(-1, 4)[:, :3].tobytes()
+
+
 class StreamingWavWriter:
     """Write WAV audio piece by piece to a binary stream (a file or stdout).
 
@@ -238,21 +253,9 @@ class StreamingWavWriter:
         frames = _frames(audio, self._fmt)
         if frames.shape[1] != self._channels:
             raise ValueError(f"expected {self._channels} channel(s), got {frames.shape[1]}")
-        data = self._encode(frames)
+        data = sample_bytes(frames, self._fmt)
         self._stream.write(data)
         self._data_bytes += len(data)
-
-    def _encode(self, frames: np.ndarray) -> bytes:
-        """Little-endian sample bytes of [T, C] frames; PCM levels are ``floor(x * 2**(bits - 1))``, clipped."""
-        if self._fmt == "wav32":
-            return frames.astype("<f4").tobytes()
-        bits = WAV_FORMATS[self._fmt][2]
-        full_scale = float(1 << (bits - 1))
-        levels = np.clip(np.floor(frames * full_scale), -full_scale, full_scale - 1).astype("<i4")
-        if bits == 16:
-            return levels.astype("<i2").tobytes()
-        # 24-bit: the low three bytes of each little-endian int32.
-        return np.ascontiguousarray(levels).view(np.uint8).reshape(-1, 4)[:, :3].tobytes()
 
     def close(self) -> None:
         """Finish the stream: pad the data to an even length and patch the sizes when possible."""

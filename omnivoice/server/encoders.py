@@ -15,7 +15,7 @@ import av
 import numpy as np
 import soundfile as sf
 
-from ..audio import StreamingWavWriter
+from ..audio import StreamingWavWriter, sample_bytes
 
 # response_format -> (content type, PyAV container, PyAV codec); pcm and wav need no PyAV.
 FORMATS: dict[str, tuple[str, Optional[str], Optional[str]]] = {
@@ -114,8 +114,7 @@ class StreamEncoder:
 
 def pcm16(audio: np.ndarray) -> bytes:
     """Float samples as 16-bit little-endian PCM, clipped (the levels ``write_wav`` uses)."""
-    audio = np.clip(np.asarray(audio, dtype=np.float32).reshape(-1), -1.0, 1.0)
-    return np.clip(np.floor(audio * 32768.0), -32768, 32767).astype("<i2").tobytes()
+    return sample_bytes(np.clip(np.asarray(audio, dtype=np.float32).reshape(-1), -1.0, 1.0), "wav16")
 
 
 def decode_audio(data: Union[bytes, bytearray]) -> tuple[np.ndarray, int]:
