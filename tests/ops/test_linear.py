@@ -45,6 +45,17 @@ def test_linear_matches_numpy(simd_build: str, n: int, n_in: int, outs: list[int
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("wtype", ["F32", "Q8_0"])
+def test_linear_does_not_depend_on_thread_count(simd_build: str, wtype: str) -> None:
+    # Threads split the outputs, never the inputs: each output sums its inputs in one order.
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((31, 544)).astype(np.float32)
+    ws = weights_for(rng, 544, [70, 45])
+    one = _core.testing.op_linear(x, ws, [wtype] * 2, 1)
+    for n_threads in (2, 3, 4):
+        np.testing.assert_array_equal(_core.testing.op_linear(x, ws, [wtype] * 2, n_threads), one)
+
+
 def test_mixed_types_stack_in_order(simd_build: str) -> None:
     rng = np.random.default_rng(3)
     x = rng.standard_normal((11, 64)).astype(np.float32)
