@@ -13,15 +13,15 @@ import pytest
 from omnivoice import _core
 
 
-# (N tokens, IN, [OUT per weight]): tails of every loop (tokens past whole 6- and 14-token tiles,
-# outputs past whole 16- and 32-wide panels, inputs past whole 8-wide transposes and 256-input
-# chunks), several weights stacked, and one token.
+# (N tokens, IN, [OUT per weight]): tails of every loop (tokens past whole 2-, 6- and 14-token
+# tiles, outputs past whole 16- and 32-wide panels, inputs past whole 8-wide transposes and 384- or
+# 192-input chunks), several weights stacked, and one token.
 CASES = [
     (1, 32, [16]),
     (7, 40, [37]),
     (13, 520, [33, 16, 100]),
     (29, 264, [5]),
-    (6, 2 * 256 + 8 + 3, [48]),
+    (6, 2 * 384 + 8 + 3, [48]),
 ]
 TYPES = ["F32", "F16", "BF16", "Q8_0"]
 
