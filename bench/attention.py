@@ -7,7 +7,7 @@ alternate the two ops so both see the same load on a shared machine. Prints the 
 (2 x QK^T + 2 x PV multiply-adds) and range over rounds, the ratio ours / flash per round, and
 the seconds of a step's 28 layers. Random inputs: speed does not depend on values.
 
-    python -P bench/attention.py [--shapes auto,clone] [--rounds 5] [--threads 2] [--simd avx2]
+    [OMNIVOICE_SIMD=base|avx2] python -P bench/attention.py [--shapes auto,clone] [--threads 2] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -26,14 +26,12 @@ N_HEAD, N_HEAD_KV, HEAD_DIM, N_LAYER = 16, 8, 128, 28
 def main() -> None:
     """Parses arguments and runs the comparison."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shapes", default=",".join(SHAPES))
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated: auto, clone")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--simd", default=None, help="cap our kernels' build: base, avx2 or avx512")
+    parser.add_argument("--rounds", type=int, default=5, help="alternated rounds of one compute per op")
     args = parser.parse_args()
-    if args.simd:
-        _core.testing.set_simd_cap(args.simd)
-    print(f"our build: {_core.testing.simd()}, {args.threads} threads, {args.rounds} alternated rounds (1 compute each)")
+    print(f"ov_attention's {_core.testing.simd()} build (OMNIVOICE_SIMD caps it) against flash_attn_ext, "
+          f"{args.threads} threads, {args.rounds} rounds")
     rng = np.random.default_rng(0)
     for name in args.shapes.split(","):
         segments = SHAPES[name]
