@@ -74,7 +74,8 @@ def reference(args: argparse.Namespace, inputs: Path, repeats: int, warmup: int,
     """Runs bench/lm_ref.py in the reference venv and returns its JSON."""
     return run_reference(args.ref_python, "lm_ref.py", [
         "--model-dir", str(args.hf_dir), "--inputs", str(inputs), "--threads", str(args.threads),
-        "--repeats", str(repeats), "--warmup", str(warmup), "--out-logits", str(out_logits)])
+        "--repeats", str(repeats), "--warmup", str(warmup), "--out-logits", str(out_logits),
+        "--dtypes", args.ref_dtypes])
 
 
 def main() -> None:
@@ -89,6 +90,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs per measurement at the auto-voice shape")
     parser.add_argument("--clone-repeats", type=int, default=1, help="runs per measurement at the cloning shape")
     parser.add_argument("--no-ref", action="store_true", help="time ours only")
+    parser.add_argument("--ref-dtypes", default="float32,bfloat16",
+                        help="PyTorch dtypes to time; include float32 (the logits compare against it)")
     args = parser.parse_args()
 
     types = args.types.split(",")
@@ -128,11 +131,12 @@ def main() -> None:
             warmup = int(shape == "auto")
             ref = reference(args, Path(tmp) / "inputs.npz", repeats, warmup, Path(tmp) / "ref_logits.npy")
             ref_logits = np.load(Path(tmp) / "ref_logits.npy")
-            print(f"  pytorch float32  {runs_text(ref['float32']['times_s'])}   [2, 8, {s_len}] padded")
-            print(f"  pytorch bfloat16 {runs_text(ref['bfloat16']['times_s'])}")
+            dtypes = [d for d in ("float32", "bfloat16") if d in ref]
+            for d in dtypes:
+                print(f"  pytorch {d:8s} {runs_text(ref[d]['times_s'])}   [2, 8, {s_len}] padded")
             for wtype in types:
-                ratios = (f"{statistics.median(ours[wtype]) / ref[d]['median_s']:.2f}" for d in ("float32", "bfloat16"))
-                print(f"  ratio ours {wtype} / pytorch: " + " / ".join(ratios) + "  (vs float32 / bfloat16)")
+                ratios = (f"{statistics.median(ours[wtype]) / ref[d]['median_s']:.2f}" for d in dtypes)
+                print(f"  ratio ours {wtype} / pytorch: " + " / ".join(ratios) + f"  (vs {' / '.join(dtypes)})")
             for wtype in types:
                 err = np.abs(logits[wtype] - ref_logits).max() / np.abs(ref_logits).max()
                 print(f"  logits {wtype} vs pytorch float32: max rel diff {err:.1e}")

@@ -92,6 +92,8 @@ def main() -> None:
             results[i] = out
         if i + 1 == 10:
             rss_10 = rss_mb()
+        if (i + 1) % 10 == 0:  # progress, for runs cut short
+            print(f"call {i + 1}: RSS {rss_mb():.0f} MB, {time.monotonic() - t0:.0f} s", flush=True)
     rss_end = rss_mb()
     seq_s = time.monotonic() - t0
     print(f"{args.calls} sequential calls ({len(results)} generations, {errors} refused) in {seq_s:.0f} s; "

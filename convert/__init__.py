@@ -56,11 +56,14 @@ def convert_model(
 
     Raises:
         FileNotFoundError: ``model_dir`` or a file in it is missing.
-        ValueError: a config field or tensor is missing or unsupported, or a type is unknown.
+        ValueError: ``model_dir`` is a file; a config field or tensor is missing or unsupported, or a type is unknown.
     """
     model_dir, outdir = Path(model_dir), Path(outdir)
     # Inputs and types are checked before the long LM conversion, and a failure leaves no file
     # behind: a lone LM GGUF would look like a converted model.
+    if model_dir.is_file():
+        hint = " (--from-omnivoice-cpp rewrites an omnivoice.cpp codec GGUF)" if model_dir.suffix == ".gguf" else ""
+        raise ValueError(f"model_dir must be a snapshot directory, got the file {model_dir}{hint}")
     for need in (model_dir, model_dir / "audio_tokenizer"):
         if not need.is_dir():
             raise FileNotFoundError(f"missing model directory {need}")

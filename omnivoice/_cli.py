@@ -17,7 +17,10 @@ EXIT_INTERRUPTED = 130
 
 def _number(text: str, kind: type, ok: Callable[[float], bool], what: str) -> Any:
     """argparse type: ``kind(text)`` (int or float), finite and passing ``ok``."""
-    value = kind(text)
+    try:
+        value = kind(text)
+    except ValueError:  # argparse would say "invalid positive_int value"
+        value = math.nan
     if not (math.isfinite(value) and ok(value)):
         raise argparse.ArgumentTypeError(f"must be {what}, got {text}")
     return value

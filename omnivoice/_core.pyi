@@ -180,6 +180,27 @@ class testing:
     @staticmethod
     def fma_peak_gflops(n_threads: int = 2, seconds: float = 0.05) -> float: ...
     @staticmethod
+    def op_attention(
+        q: npt.ArrayLike,
+        k: npt.ArrayLike,
+        v: npt.ArrayLike,
+        segments: list[int],
+        scale: float,
+        impl: str = "own",
+        n_threads: int = 2,
+    ) -> np.ndarray: ...
+    @staticmethod
+    def attention_seconds(
+        q: npt.ArrayLike,
+        k: npt.ArrayLike,
+        v: npt.ArrayLike,
+        segments: list[int],
+        scale: float,
+        impl: str = "own",
+        n_threads: int = 2,
+        repeats: int = 5,
+    ) -> list[float]: ...
+    @staticmethod
     def op_round_trip(w: npt.ArrayLike, wtype: str) -> np.ndarray: ...
     @staticmethod
     def simd() -> str: ...

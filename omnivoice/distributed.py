@@ -22,6 +22,7 @@ import os
 import socket
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Union
@@ -70,10 +71,33 @@ def init(address: Optional[str] = None, **kwargs: Any) -> None:
     if not ray.is_initialized():
         kwargs.setdefault("include_dashboard", False)
         kwargs.setdefault("logging_level", logging.WARNING)
-        ray.init(address=address, **kwargs)
+        # A local Ray announces at WARNING that it enabled token authentication (its default);
+        # that one line goes, the module's other warnings (auth disabled, no token) stay.
+        auth = logging.getLogger("ray._private.authentication.authentication_token_setup")
+        quiet = _DropMessage("Token authentication is enabled for this Ray cluster")
+        auth.addFilter(quiet)
+        try:
+            ray.init(address=address, **kwargs)
+        finally:
+            auth.removeFilter(quiet)
+    with warnings.catch_warnings():
+        # Ray Data warns about its own deprecated settings when it builds its default context.
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"ray\.data\.")
+        ray.data.DataContext.get_current()
     logging.getLogger("ray.data").setLevel(logging.WARNING)  # no per-job execution plans on stderr
     # ... nor the warning that we turned Ray Data's bars off (the job shows its own)
     logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)
+
+
+class _DropMessage(logging.Filter):
+    """Drops the log records whose message starts with ``prefix``."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(self.prefix)
 
 
 def _threads_per_actor(actors: int, threads: Optional[int]) -> int:

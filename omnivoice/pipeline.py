@@ -21,7 +21,7 @@ from .chunking import chunk_text_for_generation, contains_chinese
 from .duration import estimate_target_tokens, per_item, resolve_target_lengths
 from .lang_map import resolve_language
 from .maskgit import generate as maskgit_generate, pack_prompts
-from .postprocess import apply_volume, cross_fade_chunks, post_process_audio
+from .postprocess import ChunkJoiner, apply_volume
 from .prompt import build_prompt
 from .streaming import AudioChunk, Cancelled, CancelCheck, PieceFinisher, TextPiece
 from .threads import LoadAwareThreads
@@ -144,15 +144,17 @@ class Pipeline:
         short = [i for i, it in enumerate(items) if it.target_len <= threshold]
         long = [i for i, it in enumerate(items) if it.target_len > threshold]
 
-        tokens: list[list[np.ndarray]] = [[] for _ in items]
+        # Each chunk is decoded and joined as soon as it is generated: only one growing buffer per
+        # item lives until the end (see ChunkJoiner).
+        joiners = [ChunkJoiner(self.sampling_rate, it.ref_rms, config.postprocess_output) for it in items]
         if short:
             for i, t in zip(short, self.generate_tokens([items[i] for i in short], config, rng, progress, cancel)):
-                tokens[i] = [t]
+                joiners[i].add(self._decode(t, cancel))
         if long:
-            for i, chunks in zip(long, self._generate_chunked([items[i] for i in long], config, rng, progress,
-                                                              cancel)):
-                tokens[i] = chunks
-        return [self._decode_and_post_process(toks, item.ref_rms, config, cancel) for toks, item in zip(tokens, items)]
+            for batch in self._chunk_batches([items[i] for i in long], config, rng, progress, cancel):
+                for i, _, tokens in batch:
+                    joiners[long[i]].add(self._decode(tokens, cancel))
+        return [joiner.finish() for joiner in joiners]
 
     def chunk_texts(self, item: GenerationItem, config: OmniVoiceGenerationConfig) -> list[str]:
         """The texts :meth:`run` generates ``item`` in: the whole, or upstream's chunks when long."""
@@ -293,26 +295,9 @@ class Pipeline:
                 progress("chunks", ci + 1, n_chunks)
             yield [(i, texts[i][ci], t) for i, t in zip(idx, tokens)]
 
-    def _generate_chunked(self, items: Sequence[GenerationItem], config: OmniVoiceGenerationConfig,
-                          rng: np.random.Generator, progress: Optional[Progress],
-                          cancel: Optional[CancelCheck]) -> list[list[np.ndarray]]:
-        out: list[list[np.ndarray]] = [[] for _ in items]
-        for batch in self._chunk_batches(items, config, rng, progress, cancel):
-            for i, _, tokens in batch:
-                out[i].append(tokens)
-        return out
-
     def _decode(self, tokens: np.ndarray, cancel: Optional[CancelCheck]) -> np.ndarray:
         check_cancel(cancel)
         return self.audio_tokenizer.decode(tokens)
-
-    def _decode_and_post_process(self, tokens: list[np.ndarray], ref_rms: Optional[float],
-                                 config: OmniVoiceGenerationConfig, cancel: Optional[CancelCheck] = None
-                                 ) -> np.ndarray:
-        audios = [self._decode(t, cancel) for t in tokens]
-        audio = audios[0] if len(audios) == 1 else cross_fade_chunks(audios, self.sampling_rate)
-        return post_process_audio(audio, self.sampling_rate, ref_rms, config.postprocess_output).astype(
-            np.float32, copy=False)
 
 
 def check_cancel(cancel: Optional[CancelCheck]) -> None:

@@ -18,9 +18,10 @@ from typing import Optional
 import numpy as np
 
 from .audio import _as_2d, _check_rate, _like
-from .silence import Pcm16, detect_leading_silence, detect_nonsilent, split_on_silence
+from .silence import FULL_SCALE, Pcm16, detect_leading_silence, detect_nonsilent, split_on_silence
 
 __all__ = [
+    "ChunkJoiner",
     "apply_volume",
     "cross_fade_chunks",
     "fade_edges",
@@ -38,6 +39,8 @@ REFERENCE_MIN_RMS = 0.1
 PEAK_LEVEL = 0.5
 # Level (dBFS) below which upstream's silence removal and edge trimming call audio silent.
 SILENCE_DBFS = -50
+# post_process_audio's silence removal (ms): inner silences to 500 ms margins, edges to 100 ms.
+OUTPUT_SILENCE = {"mid_sil": 500, "lead_sil": 100, "trail_sil": 100}
 
 
 def _trim_edges(pcm: Pcm16, lead_ms: Optional[int], trail_ms: Optional[int], silence_thresh: float) -> Pcm16:
@@ -76,12 +79,46 @@ def remove_silence(
         float32 waveform, (T',) or (C, T').
     """
     _check_rate(sample_rate)
-    pcm = Pcm16.from_float(_as_2d(audio), sample_rate)
+    pcm = _cut_silence(Pcm16.from_float(_as_2d(audio), sample_rate), mid_sil, lead_sil, trail_sil)
+    return _like(pcm.to_float(), audio)
+
+
+def _cut_silence(pcm: Pcm16, mid_sil: int, lead_sil: Optional[int], trail_sil: Optional[int]) -> Pcm16:
+    """:func:`remove_silence`'s cuts, made inside ``pcm``'s own samples (overwritten): the kept pieces
+    are moved down in place, so the result is a view of them. Only where a piece or an edge is
+    padded past the last frame (pydub's rule, at rates whose milliseconds are not whole frames) is
+    it a copy."""
     if mid_sil > 0:
-        pieces = split_on_silence(pcm, mid_sil, SILENCE_DBFS, keep_silence=mid_sil, seek_step=10)
-        joined = [piece.samples for piece in pieces] or [pcm.samples[:0]]
-        pcm = Pcm16(np.concatenate(joined), sample_rate)
-    return _like(_trim_edges(pcm, lead_sil, trail_sil, SILENCE_DBFS).to_float(), audio)
+        samples, kept = pcm.samples, 0
+        for piece in split_on_silence(pcm, mid_sil, SILENCE_DBFS, keep_silence=mid_sil, seek_step=10):
+            # Pieces come in order without overlap: each moves down to ``kept`` <= its start.
+            n = piece.samples.shape[0]
+            at = _row_offset(piece.samples, samples)
+            if at is not None:
+                _move(samples, at, kept, n)
+            elif kept + n <= samples.shape[0]:
+                samples[kept : kept + n] = piece.samples
+            else:  # the last piece, padded past the end
+                samples = np.concatenate([samples[:kept], piece.samples])
+            kept += n
+        pcm = Pcm16(samples[:kept], pcm.rate)
+    return _trim_edges(pcm, lead_sil, trail_sil, SILENCE_DBFS)
+
+
+def _row_offset(view: np.ndarray, base: np.ndarray) -> Optional[int]:
+    """The row of ``base`` where ``view`` (a slice of it, rows ascending) starts; None for a copy."""
+    if view.size == 0 or not np.may_share_memory(view, base):
+        return None
+    return (view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // base.strides[0]
+
+
+def _move(array: np.ndarray, src: int, dst: int, n: int, block: int = 1 << 20) -> None:
+    """``array[dst:dst + n] = array[src:src + n]`` for overlapping ranges, a block at a time in the
+    safe direction (numpy would first copy the whole overlapping source)."""
+    starts = range(0, n, block)
+    for i in starts if dst < src else reversed(starts):
+        m = min(block, n - i)
+        array[dst + i : dst + i + m] = array[src + i : src + i + m]
 
 
 def trim_long_audio(
@@ -200,13 +237,34 @@ def cross_fade_chunks(chunks: list[np.ndarray], sample_rate: int, silence_durati
     if len(chunks) == 1:
         return chunks[0]
 
-    third = int(silence_duration * sample_rate) // 3
-    gap = np.zeros(chunks[0].shape[:-1] + (third,), dtype=np.float32)
-    merged = chunks[0]
-    for chunk in chunks[1:]:
-        merged = fade_edges(merged, fade_out=min(third, merged.shape[-1]))
-        merged = np.concatenate([merged, gap, fade_edges(chunk, fade_in=min(third, chunk.shape[-1]))], axis=-1)
-    return merged
+    fader = _CrossFader(sample_rate, silence_duration)
+    return np.concatenate([fader.push(chunk) for chunk in chunks] + [fader.close()], axis=-1)
+
+
+class _CrossFader:
+    """:func:`cross_fade_chunks` one chunk at a time: :meth:`push` returns the samples that are
+    final, holding back the last third of the transition (the next chunk fades it out)."""
+
+    def __init__(self, sample_rate: int, silence_duration: float) -> None:
+        self.third = int(silence_duration * sample_rate) // 3
+        self._tail: Optional[np.ndarray] = None  # the last min(third, length so far) samples
+
+    def push(self, chunk: np.ndarray) -> np.ndarray:
+        """Joins ``chunk`` ((T,) or (C, T)); returns what comes before the new held tail."""
+        if self._tail is None:
+            pending = chunk
+        else:
+            gap = np.zeros(chunk.shape[:-1] + (self.third,), dtype=np.float32)
+            pending = np.concatenate([fade_edges(self._tail, fade_out=self._tail.shape[-1]), gap,
+                                      fade_edges(chunk, fade_in=min(self.third, chunk.shape[-1]))], axis=-1)
+        cut = max(pending.shape[-1] - self.third, 0)
+        self._tail = pending[..., cut:].copy()
+        return pending[..., :cut]
+
+    def close(self) -> np.ndarray:
+        """The held tail, as it ends the signal (no fade)."""
+        tail, self._tail = self._tail, None
+        return tail if tail is not None else np.zeros(0, np.float32)
 
 
 def normalize_reference_rms(audio: np.ndarray) -> tuple[np.ndarray, float]:
@@ -302,7 +360,7 @@ def post_process_audio(
         The processed waveform, same rank as ``audio``.
     """
     if postprocess_output:
-        audio = remove_silence(audio, sample_rate, mid_sil=500, lead_sil=100, trail_sil=100)
+        audio = remove_silence(audio, sample_rate, **OUTPUT_SILENCE)
     return fade_and_pad_audio(apply_volume(audio, ref_rms), pad_duration, fade_duration, sample_rate)
 
 
@@ -321,3 +379,117 @@ def apply_volume(audio: np.ndarray, ref_rms: Optional[float], peak: Optional[flo
         if peak > 1e-6:
             return audio / peak * PEAK_LEVEL
     return audio
+
+
+class ChunkJoiner:
+    """:func:`cross_fade_chunks` then :func:`post_process_audio` (defaults) on mono chunks that
+    arrive one by one: the same samples, in about the output's own memory.
+
+    Long-form ``generate`` used to keep every decoded chunk, join them and post-process the join
+    through whole-length copies (int64 running sums among them): about 9x the output. Here each
+    chunk is cross-faded as it comes and stored in one growing buffer, as 16-bit samples when
+    post-processed (silence removal quantises to them anyway) or float32 when not; :meth:`finish`
+    removes silences inside that buffer, then widens it in place into the float32 output. Peak:
+    the larger of the stored samples and the output (``bench/longform.py`` measures it).
+
+    Args:
+        sample_rate: Sample rate in Hz.
+        ref_rms: Reference RMS for the volume rule (:func:`apply_volume`), or None.
+        postprocess_output: Remove silences, as :func:`post_process_audio`.
+    """
+
+    # Samples converted at a time in finish().
+    BLOCK = 1 << 16
+
+    def __init__(self, sample_rate: int, ref_rms: Optional[float], postprocess_output: bool = True) -> None:
+        _check_rate(sample_rate)
+        self.sample_rate = sample_rate
+        self.ref_rms = ref_rms
+        self._fader = _CrossFader(sample_rate, 0.3)
+        self._dtype = np.dtype(np.int16 if postprocess_output else np.float32)
+        # Raw bytes, grown by realloc (ndarray.resize): no second copy while it grows.
+        self._buf = np.zeros(0, np.uint8)
+        self._count = 0
+
+    def add(self, chunk: np.ndarray) -> None:
+        """Appends a decoded chunk: a float32 array (T,)."""
+        _as_2d(chunk, "chunk")
+        if chunk.ndim != 1:
+            raise ValueError("ChunkJoiner takes mono chunks of shape (samples,)")
+        self._store(self._fader.push(chunk.astype(np.float32, copy=False)))
+
+    def finish(self) -> np.ndarray:
+        """The joined, post-processed float32 audio (T',); the joiner is empty afterwards."""
+        self._store(self._fader.close())
+        if self._dtype == np.int16:
+            pcm = Pcm16(self._samples()[: self._count, None], self.sample_rate)
+            kept = _cut_silence(pcm, **OUTPUT_SILENCE).samples[:, 0]
+            start = _row_offset(kept, pcm.samples)
+            del pcm
+            if start is None:  # padded past the end: a copy (see _cut_silence)
+                self._reserve(kept.nbytes)
+                self._samples()[: kept.size] = kept
+                start = 0
+            count = kept.size
+            del kept
+        else:
+            start, count = 0, self._count
+        return self._widen(start, count)
+
+    def _samples(self) -> np.ndarray:
+        return self._buf.view(self._dtype)
+
+    def _reserve(self, nbytes: int) -> None:
+        # Views of the buffer must not outlive this call: realloc may move it.
+        if self._buf.size < nbytes:
+            self._buf.resize(nbytes, refcheck=False)
+
+    def _store(self, audio: np.ndarray) -> None:
+        if self._dtype == np.int16:
+            audio = Pcm16.from_float(audio[None], self.sample_rate).samples[:, 0]
+        self._reserve((self._count + audio.size) * self._dtype.itemsize)
+        self._samples()[self._count : self._count + audio.size] = audio
+        self._count += audio.size
+
+    def _to_float(self, offset: int, count: int) -> np.ndarray:
+        """A float32 copy of ``count`` stored samples at byte ``offset`` (as Pcm16.to_float)."""
+        stored = self._buf[offset : offset + count * self._dtype.itemsize].view(self._dtype)
+        return stored.astype(np.float32) / np.float32(FULL_SCALE) if self._dtype == np.int16 else stored.copy()
+
+    def _widen(self, start: int, count: int) -> np.ndarray:
+        """Volume, fades and pads of :func:`post_process_audio` on the ``count`` stored samples from
+        ``start``, written as float32 over the same buffer.
+
+        The samples first move up to byte ``base``; then block by block, output sample j goes to
+        byte 4 (pad + j), which never reaches a sample not yet read, as
+        4 (pad + j) <= base + k j for every j <= count (k: bytes per stored sample)."""
+        if count == 0:
+            self._buf = np.zeros(0, np.uint8)
+            return np.zeros(0, np.float32)
+        k, block = self._dtype.itemsize, self.BLOCK
+        pad = int(0.1 * self.sample_rate)
+        fade = min(int(0.1 * self.sample_rate), count // 2)
+        peak = None
+        if self.ref_rms is None:  # apply_volume's peak of the whole
+            peak = max(np.abs(self._to_float(start * k + j * k, min(block, count - j))).max(initial=0.0)
+                       for j in range(0, count, block))
+        total, base = 4 * (count + 2 * pad), (4 - k) * count + 4 * pad
+        self._reserve(max(total, base + count * k))
+        _move(self._buf, start * k, base, count * k)
+        ramp_in = np.linspace(0, 1, fade, dtype=np.float32)
+        ramp_out = np.linspace(1, 0, fade, dtype=np.float32)
+        for j in range(0, count, block):
+            m = min(block, count - j)
+            # In the dtype apply_volume gives, as fade_edges applies them before the cast.
+            out = apply_volume(self._to_float(base + j * k, m), self.ref_rms, peak)
+            if j < fade:
+                out[: fade - j] *= ramp_in[j : j + m]
+            if j + m > count - fade:
+                first = max(j, count - fade)
+                out[first - j :] *= ramp_out[first - (count - fade) : j + m - (count - fade)]
+            self._buf[4 * (pad + j) : 4 * (pad + j + m)].view(np.float32)[:] = out
+        self._buf[: 4 * pad] = 0
+        self._buf[4 * (pad + count) : total] = 0
+        self._buf.resize(total, refcheck=False)
+        out, self._buf, self._count = self._buf.view(np.float32), np.zeros(0, np.uint8), 0
+        return out

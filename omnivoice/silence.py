@@ -22,6 +22,8 @@ __all__ = ["Pcm16", "detect_leading_silence", "detect_nonsilent", "detect_silenc
 
 # 16-bit full scale: pydub's max possible amplitude and the float <-> int16 scale.
 FULL_SCALE = 32768.0
+# Windows summed at once by Pcm16.window_rms: 256 windows 10 ms apart span about 2.5 s of audio.
+WINDOW_BLOCK = 256
 
 
 @functools.lru_cache(maxsize=8)
@@ -85,18 +87,26 @@ class Pcm16:
         """Integer RMS (as ``audioop.rms``) of ``[s, s + length_ms)`` for each start ``s``.
 
         Ends are clipped to ``len(self)``; zero padding counts in the mean, as in
-        :meth:`slice`.
+        :meth:`slice`. Windows are summed :data:`WINDOW_BLOCK` at a time from running sums of
+        their own span only: for ascending starts (every caller here) the int64 temporaries stay
+        a few MB however long the audio (whole-length running sums took 4 bytes per float32
+        output byte, the peak of a long-form ``generate``).
         """
         n_frames, n_channels = self.samples.shape
-        squares = np.square(self.samples.astype(np.int64)).sum(axis=1)
-        cumulative = np.concatenate([[0], np.cumsum(squares)])
         frames_per_ms = self.rate / 1000.0
         ends_ms = np.minimum(starts_ms + length_ms, len(self))
         starts_ms = np.minimum(starts_ms, len(self))
         # ms * (rate / 1000.0) then truncation, exactly as the frame() of each slice.
         start = (starts_ms * frames_per_ms).astype(np.int64)
         end = (ends_ms * frames_per_ms).astype(np.int64)
-        total = cumulative[np.minimum(end, n_frames)] - cumulative[np.minimum(start, n_frames)]
+        total = np.zeros(start.shape, np.int64)
+        for k in range(0, start.size, WINDOW_BLOCK):
+            first = np.minimum(start[k : k + WINDOW_BLOCK], n_frames)
+            last = np.minimum(end[k : k + WINDOW_BLOCK], n_frames)
+            lo, hi = int(first.min()), int(last.max())
+            squares = np.square(self.samples[lo:hi].astype(np.int64)).sum(axis=1)
+            cumulative = np.concatenate([[0], np.cumsum(squares)])
+            total[k : k + WINDOW_BLOCK] = cumulative[last - lo] - cumulative[first - lo]
         count = (end - start) * n_channels
         with np.errstate(divide="ignore", invalid="ignore"):
             rms = np.floor(np.sqrt(total.astype(np.float64) / count))

@@ -289,4 +289,24 @@ ggml_tensor * attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, gg
     return ggml_cont(ctx, ggml_permute(ctx, kqv, 0, 2, 1, 3));      // [hd, n_head, len_q]
 }
 
+ggml_tensor * packed_attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v,
+                               const std::vector<int64_t> & segments, float scale, const GraphOptions & opt) {
+    // Tokens [start, start + len) of x, heads moved outermost: [hd, len, heads].
+    const auto segment = [&](ggml_tensor * x, int64_t start, int64_t len) {
+        return ggml_permute(ctx, ggml_view_3d(ctx, x, x->ne[0], x->ne[1], len, x->nb[1], x->nb[2], start * x->nb[2]),
+                            0, 2, 1, 3);
+    };
+    ggml_tensor * out = nullptr;
+    int64_t start = 0;
+    for (size_t is = 0; is < segments.size(); ++is) {
+        const int64_t len = segments[is];
+        ggml_tensor * kqv = attention(ctx, segment(q, start, len), segment(k, start, len), segment(v, start, len),
+                                      scale, opt);
+        ggml_format_name(kqv, "attn.seg%zu", is);  // [hd, n_head, len]
+        out = out ? ggml_concat(ctx, out, kqv, 2) : kqv;
+        start += len;
+    }
+    return out;
+}
+
 }  // namespace ov

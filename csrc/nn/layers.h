@@ -172,4 +172,10 @@ ggml_tensor * channel_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * we
 ggml_tensor * attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, float scale,
                         const GraphOptions & opt);
 
+// attention() of each of the packed segments (token counts, in order) with itself only, the
+// results concatenated: upstream's block-diagonal mask without computing the masked blocks.
+// q: [hd, n_head, n_tokens], k/v: [hd, n_head_kv, n_tokens] (views allowed) -> [hd, n_head, n_tokens]
+ggml_tensor * packed_attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v,
+                               const std::vector<int64_t> & segments, float scale, const GraphOptions & opt);
+
 }  // namespace ov

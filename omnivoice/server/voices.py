@@ -82,6 +82,10 @@ class VoiceInfo:
 class VoiceStore:
     """Saved voices and generated presets, on disk when ``directory`` is given, else in memory.
 
+    The directory is the truth: other server processes (Ray Serve replicas, a second server) may
+    share it, so a lookup or a listing reads what it holds now, a voice file being loaded once
+    and again only when its file changes (one ``stat`` per lookup).
+
     Thread-safe: the event loop lists and looks up, the engine thread saves.
     """
 
@@ -90,58 +94,74 @@ class VoiceStore:
         self._lock = threading.Lock()
         self._prompts: dict[str, VoiceClonePrompt] = {}
         self._info: dict[str, VoiceInfo] = {}
+        self._stamps: dict[str, tuple[int, int]] = {}  # (mtime_ns, size) of each loaded file
         self._presets: dict[str, VoiceClonePrompt] = {}
         if self.directory is not None:
             (self.directory / _PRESET_DIR).mkdir(parents=True, exist_ok=True)
-            self._load_saved()
+            self.list()
 
-    def _load_saved(self) -> None:
-        assert self.directory is not None
-        for path in sorted(self.directory.glob("*.npz")):
-            name = path.stem
-            try:
+    def _sync(self, name: str) -> bool:
+        """Brings ``name``'s entry in line with its file (lock held): loads a new or changed file,
+        forgets a removed one or one that is not a voice. Returns whether the voice exists."""
+        if self.directory is None:
+            return name in self._prompts
+        if not _NAME_RE.fullmatch(name) or ".." in name:
+            return False
+        path = self.directory / f"{name}.npz"
+        try:
+            stat = path.stat()
+            stamp = (stat.st_mtime_ns, stat.st_size)
+            if self._stamps.get(name) != stamp:
                 check_name(name)
                 prompt = VoiceClonePrompt.load(path)
-            except ValueError:
-                continue  # not ours: left alone, not listed
-            meta = {}
-            if path.with_suffix(".json").is_file():
-                meta = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
-            self._prompts[name] = prompt
-            self._info[name] = VoiceInfo(name, name, meta.get("type", "clone"), meta.get("instructions"),
-                                         meta.get("created_at", int(path.stat().st_mtime)))
+                meta_path = path.with_suffix(".json")
+                meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+                self._prompts[name], self._stamps[name] = prompt, stamp
+                self._info[name] = VoiceInfo(name, name, meta.get("type", "clone"), meta.get("instructions"),
+                                             meta.get("created_at", int(stat.st_mtime)))
+            return True
+        except (FileNotFoundError, ValueError):  # gone, or not ours: left alone, not listed
+            for entries in (self._prompts, self._info, self._stamps):
+                entries.pop(name, None)
+            return False
 
     # ------------------------------------------------------------------ saved voices
 
     def list(self) -> list[VoiceInfo]:
         """Saved voices by name, then the presets and ``auto``."""
         with self._lock:
-            saved = [self._info[n] for n in sorted(self._info)]
+            names = set(self._info)
+            if self.directory is not None:
+                names |= {path.stem for path in self.directory.glob("*.npz")}
+            saved = [self._info[n] for n in sorted(names) if self._sync(n)]
         built_in = [VoiceInfo(n, n, "preset", instruct) for n, (instruct, _) in OPENAI_PRESETS.items()]
         return saved + built_in + [VoiceInfo(AUTO, AUTO, "auto")]
 
     def get(self, name: str) -> Optional[VoiceClonePrompt]:
         """A saved voice's prompt, or None."""
         with self._lock:
-            return self._prompts.get(name)
+            return self._prompts[name] if self._sync(name) else None
 
     def exists(self, name: str) -> bool:
         with self._lock:
-            return name in self._prompts
+            return self._sync(name)
 
     def save(self, name: str, prompt: VoiceClonePrompt, kind: str, instructions: Optional[str] = None) -> VoiceInfo:
-        """Stores a new voice; ValueError if the name is taken or not allowed."""
+        """Stores a new voice; ValueError if the name is not allowed, FileExistsError if taken."""
         check_name(name)
         info = VoiceInfo(name, name, kind, instructions, int(time.time()))
         with self._lock:
-            if name in self._prompts:
+            if self._sync(name):
                 raise FileExistsError(f"a voice named {name!r} already exists")
             if self.directory is not None:
                 meta = {"type": kind, "created_at": info.created_at}
                 if instructions is not None:
                     meta["instructions"] = instructions
                 _write_atomic(self.directory / f"{name}.json", json.dumps(meta).encode())
-                _save_atomic(self.directory / f"{name}.npz", prompt)
+                path = self.directory / f"{name}.npz"
+                _save_atomic(path, prompt)
+                stat = path.stat()
+                self._stamps[name] = (stat.st_mtime_ns, stat.st_size)
             self._prompts[name] = prompt
             self._info[name] = info
         return info
@@ -149,9 +169,10 @@ class VoiceStore:
     def delete(self, name: str) -> bool:
         """Removes a saved voice; False if there is none of that name."""
         with self._lock:
-            if name not in self._prompts:
+            if not self._sync(name):
                 return False
-            del self._prompts[name], self._info[name]
+            for entries in (self._prompts, self._info, self._stamps):
+                entries.pop(name, None)
             if self.directory is not None:
                 for suffix in (".npz", ".json"):
                     (self.directory / f"{name}{suffix}").unlink(missing_ok=True)

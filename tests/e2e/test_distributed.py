@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -146,12 +145,6 @@ def test_more_cpus_than_the_cluster_is_refused_at_once(local_ray: None, jobs: tu
         run_batch(jobs[0], tmp_path, tiny_model_dir, actors=1, threads_per_actor=4)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _post_when_ready(url: str, body: dict) -> tuple[int, bytes]:
     """POSTs ``body``, again while the replica that answers is still loading its model (503)."""
     req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
@@ -166,7 +159,8 @@ def _post_when_ready(url: str, body: dict) -> tuple[int, bytes]:
     raise TimeoutError(f"{url} still answers 503")
 
 
-def test_serve_replicas_answer_as_the_server_does(local_ray: None, tiny_model_dir: Path) -> None:
+def test_serve_replicas_answer_as_the_server_does(local_ray: None, tiny_model_dir: Path,
+                                                  free_port: Callable[[], int]) -> None:
     serve = pytest.importorskip("ray.serve")
     from fastapi.testclient import TestClient
 
@@ -191,7 +185,7 @@ def test_serve_replicas_answer_as_the_server_does(local_ray: None, tiny_model_di
     assert expected["sse"][0] == 200 and expected["sse"][1].count(b"speech.audio.delta") >= 1
     assert expected["bad"][0] == 400
 
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}/v1/audio/speech"
     with _deadline(JOB_TIMEOUT_S):
         serve.start(http_options={"host": "127.0.0.1", "port": port})
@@ -209,9 +203,9 @@ def test_serve_replicas_answer_as_the_server_does(local_ray: None, tiny_model_di
 
 
 def test_server_cli_ray_serve_deploys_and_stops_on_ctrl_c(local_ray: None, tiny_model_dir: Path,
-                                                           tmp_path: Path) -> None:
+                                                           tmp_path: Path, free_port: Callable[[], int]) -> None:
     # joins this module's Ray, as `omnivoice-server --ray-serve ADDRESS` joins a cluster
-    port = _free_port()
+    port = free_port()
     health = f"http://127.0.0.1:{port}/health"
     log = tmp_path / "server.log"  # a file, not a pipe: Serve logs plenty, and a full pipe would block it
     with open(log, "wb") as err, subprocess.Popen(

@@ -10,14 +10,13 @@ import io
 import json
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import av
 import numpy as np
@@ -30,17 +29,11 @@ RATE = 24000
 FAST = {"num_step": 4}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Server:
     """``python -m omnivoice.server`` in a subprocess; stopped by :meth:`stop`."""
 
-    def __init__(self, model: Path, log: Path, *args: str, wait: bool = True) -> None:
-        self.port = free_port()
+    def __init__(self, model: Path, log: Path, *args: str, port: int, wait: bool = True) -> None:
+        self.port = port
         self.url = f"http://127.0.0.1:{self.port}"
         self._log = open(log, "ab")
         self.proc = subprocess.Popen(
@@ -126,12 +119,13 @@ def metric(server: Server, name: str) -> float:
 
 
 @pytest.fixture(scope="module")
-def server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory,
+           free_port: Callable[[], int]) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("server")
     wyoming_port = free_port()
     srv = Server(tiny_model_dir, tmp / "log.txt", "--voices-dir", str(tmp / "voices"), "--api-key", KEY,
                  "--max-queue", "2", "--wyoming", f"tcp://127.0.0.1:{wyoming_port}",
-                 "--cors-origin", "http://app.example")
+                 "--cors-origin", "http://app.example", port=free_port())
     srv.wyoming_port = wyoming_port
     yield srv
     srv.stop()
@@ -321,9 +315,9 @@ def test_full_queue_429_batching_and_cancel_on_disconnect(server: Server) -> Non
 
 
 @pytest.mark.slow
-def test_voices_survive_a_restart(tiny_model_dir: Path, tmp_path: Path) -> None:
+def test_voices_survive_a_restart(tiny_model_dir: Path, tmp_path: Path, free_port: Callable[[], int]) -> None:
     voices = tmp_path / "voices"
-    srv = Server(tiny_model_dir, tmp_path / "log.txt", "--voices-dir", str(voices))
+    srv = Server(tiny_model_dir, tmp_path / "log.txt", "--voices-dir", str(voices), port=free_port())
     try:
         status, pcm = request("POST", srv.url + "/v1/audio/speech",
                               {"model": "tts-1", "input": "A reference recording for cloning.", "voice": "auto",
@@ -341,7 +335,7 @@ def test_voices_survive_a_restart(tiny_model_dir: Path, tmp_path: Path) -> None:
         srv.stop()
     assert sorted(p.name for p in voices.glob("*.npz")) == ["designer.npz", "narrator.npz"]
 
-    srv = Server(tiny_model_dir, tmp_path / "log.txt", "--voices-dir", str(voices))
+    srv = Server(tiny_model_dir, tmp_path / "log.txt", "--voices-dir", str(voices), port=free_port())
     try:
         status, data = request("GET", srv.url + "/v1/audio/voices", key=None)
         listed = {v["id"]: v for v in json.loads(data)["voices"]}
@@ -363,8 +357,8 @@ def test_voices_survive_a_restart(tiny_model_dir: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_health_is_503_when_the_model_cannot_load(tmp_path: Path) -> None:
-    srv = Server(tmp_path / "no-such-model.gguf", tmp_path / "log.txt", wait=False)
+def test_health_is_503_when_the_model_cannot_load(tmp_path: Path, free_port: Callable[[], int]) -> None:
+    srv = Server(tmp_path / "no-such-model.gguf", tmp_path / "log.txt", port=free_port(), wait=False)
     try:
         assert srv.wait_health(503, timeout=60)["status"] in ("loading", "failed")
         status, data = request("POST", srv.url + "/v1/audio/speech", {"input": "Hi.", "voice": "auto"}, key=None)
@@ -374,8 +368,9 @@ def test_health_is_503_when_the_model_cannot_load(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_timeout_gives_504_and_the_server_keeps_serving(tiny_model_dir: Path, tmp_path: Path) -> None:
-    srv = Server(tiny_model_dir, tmp_path / "log.txt", "--timeout", "1")
+def test_timeout_gives_504_and_the_server_keeps_serving(tiny_model_dir: Path, tmp_path: Path,
+                                                         free_port: Callable[[], int]) -> None:
+    srv = Server(tiny_model_dir, tmp_path / "log.txt", "--timeout", "1", port=free_port())
     try:
         # One piece of 60 s at 64 steps takes far longer than 1 s on the tiny model.
         status, data = request("POST", srv.url + "/v1/audio/speech",

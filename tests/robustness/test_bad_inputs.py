@@ -87,12 +87,15 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
     return err
 
 
-@pytest.mark.parametrize("flags", [["--seed", "-1"], ["--chunk-threshold", "nan"], ["--guidance", "inf"],
-                                   ["--threads", "x"]])
-def test_cli_bad_flag_values_exit_2(flags: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("flags", "allowed"), [
+    (["--seed", "-1"], "an integer >= 0"), (["--chunk-threshold", "nan"], "a number >= 0"),
+    (["--guidance", "inf"], "a finite number"), (["--threads", "x"], "a positive integer"),
+    (["--sample-rate", "22050.9"], "a positive integer"), (["--speed", "fast"], "a positive number")])
+def test_cli_bad_flag_values_exit_2(flags: list[str], allowed: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
         tts_cli(["Hi.", "-o", "x.wav", *flags])
-    assert e.value.code == 2 and "error:" in capsys.readouterr().err
+    assert e.value.code == 2
+    assert f"error: argument {flags[0]}: must be {allowed}, got {flags[1]}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("line", "message"), [

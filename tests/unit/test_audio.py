@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -97,6 +98,47 @@ def test_post_process(case: dict) -> None:
     decoded = postprocess.cross_fade_chunks(chunks, rate) if len(chunks) > 1 else chunks[0]
     out = postprocess.post_process_audio(decoded, rate, case["ref_rms"], case["postprocess_output"])
     np.testing.assert_allclose(out[0], load(case["output"]), rtol=1e-6, atol=1e-7)
+
+
+def _joined(chunks: list[np.ndarray], rate: int, ref_rms: Optional[float], postprocess_output: bool) -> np.ndarray:
+    joiner = postprocess.ChunkJoiner(rate, ref_rms, postprocess_output)
+    for chunk in chunks:
+        joiner.add(chunk)
+    return joiner.finish()
+
+
+@pytest.mark.parametrize("case", cases("post_process"), ids=case_id)
+def test_chunk_joiner_equals_upstream_post_process(case: dict) -> None:
+    pieces = _chunk_pieces()
+    chunks = [pieces[i][0] for i in case["pieces"]]
+    out = _joined(chunks, case["sample_rate"], case["ref_rms"], case["postprocess_output"])
+    np.testing.assert_allclose(out, load(case["output"]), rtol=1e-6, atol=1e-7)
+    whole = postprocess.cross_fade_chunks(chunks, case["sample_rate"]) if len(chunks) > 1 else chunks[0]
+    whole = postprocess.post_process_audio(whole, case["sample_rate"], case["ref_rms"], case["postprocess_output"])
+    np.testing.assert_array_equal(out, whole.astype(np.float32))
+
+
+@pytest.mark.parametrize("ref_rms", [None, 0.04, 0.3])
+@pytest.mark.parametrize("postprocess_output", [True, False])
+def test_chunk_joiner_equals_whole_signal_functions(ref_rms: Optional[float], postprocess_output: bool) -> None:
+    # 22.05 kHz: milliseconds are not whole frames, and this length makes the last piece and the
+    # trimmed edge reach past the last frame (pydub pads them with zeros); long pauses get cut, one
+    # chunk is shorter than the cross-fade, and ChunkJoiner converts in blocks smaller than the signal.
+    wave = signal("speechy22k")[0]
+    pause = np.zeros(30011, np.float32)
+    chunks = [np.concatenate([pause, wave[:20001], pause]), wave[100:400], wave[7:], wave[:39995]]
+    whole = postprocess.cross_fade_chunks(chunks, 22050)
+    expected = postprocess.post_process_audio(whole, 22050, ref_rms, postprocess_output).astype(np.float32)
+    for block in (postprocess.ChunkJoiner.BLOCK, 4097):
+        postprocess.ChunkJoiner.BLOCK = block
+        try:
+            np.testing.assert_array_equal(_joined(chunks, 22050, ref_rms, postprocess_output), expected)
+        finally:
+            postprocess.ChunkJoiner.BLOCK = 1 << 16
+    silent = np.zeros(44100, np.float32)  # nothing left after silence removal
+    assert _joined([silent], 22050, ref_rms, True).shape == (0,)
+    np.testing.assert_array_equal(_joined([silent], 22050, ref_rms, False),
+                                  postprocess.post_process_audio(silent, 22050, ref_rms, False))
 
 
 def test_reference_rms_boost() -> None:

@@ -455,6 +455,12 @@ def test_cli(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "missing model directory" in err[0]
 
+    # A GGUF given where the snapshot goes: say what is expected, and where such a file goes.
+    lone = tmp_path / "omnivoice-tokenizer-F32.gguf"
+    assert convert_main([str(lone), "--outdir", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "snapshot directory" in err[0] and "--from-omnivoice-cpp" in err[0]
+
 
 def test_older_llm_config(tmp_path):
     # Configs from older transformers keep rope_theta at the top of llm_config and may omit

@@ -53,3 +53,16 @@ def test_slice_pads_past_the_end() -> None:
     tail = segment.slice(1000)
     assert tail.samples.shape == (24, 1)
     assert tail.samples[:13].all() and not tail.samples[13:].any()
+
+
+def test_window_rms_in_blocks_equals_each_window_alone() -> None:
+    # 2000 windows: several of Pcm16.window_rms's blocks (the fixtures above stay inside one).
+    rng = np.random.default_rng(0)
+    samples = (rng.standard_normal((22050 * 21, 2)) * 3000).astype(np.int16)
+    pcm = Pcm16(samples, 22050)
+    starts = np.arange(0, len(pcm) + 5, 10)  # the last windows reach past the end
+    got = pcm.window_rms(starts, 500)
+    for i in (0, 1, 255, 256, 257, 1000, len(starts) - 3, len(starts) - 1):
+        part = pcm.slice(int(starts[i]), int(starts[i]) + 500).samples.astype(np.int64)
+        expected = int(np.sqrt(np.mean(part**2))) if part.size else 0
+        assert got[i] == expected, i

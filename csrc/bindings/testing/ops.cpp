@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention.h"
 #include "bindings/registry.h"
 #include "direct_conv.h"
 #include "gelu_erf.h"
@@ -34,8 +35,8 @@ namespace {
 using F32Array = py::array_t<float, py::array::c_style | py::array::forcecast>;
 using ContextPtr = std::unique_ptr<ggml_context, decltype(&ggml_free)>;
 
-ContextPtr new_context() {
-    ggml_init_params params = {16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, /*no_alloc =*/true};
+ContextPtr new_context(size_t n_tensors = 16) {
+    ggml_init_params params = {n_tensors * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, /*no_alloc =*/true};
     return ContextPtr(ggml_init(params), ggml_free);
 }
 
@@ -310,6 +311,58 @@ double fma_peak_gflops(int n_threads, double seconds) {
 #endif
 }
 
+// Attention of packed segments on q (N, n_head, hd), k and v (N, n_head_kv, hd), uploaded as one
+// stacked q|k|v row per token and viewed as the LM does (strided heads and tokens):
+// impl "own" (ov_attention), "flash" (flash_attn_ext per segment) or "stock" (mul_mat + soft_max
+// per segment) -> (N, n_head, hd); with `seconds`, timed as run() does.
+py::array packed_attention(const F32Array & q, const F32Array & k, const F32Array & v,
+                           const std::vector<int64_t> & segments, float scale, const std::string & impl, int n_threads,
+                           std::vector<double> * seconds = nullptr, int repeats = 0) {
+    if (q.ndim() != 3 || k.ndim() != 3 || v.ndim() != 3 || k.shape(0) != q.shape(0) || v.shape(0) != q.shape(0) ||
+        k.shape(1) != v.shape(1) || k.shape(2) != q.shape(2) || v.shape(2) != q.shape(2) || q.size() == 0 ||
+        k.size() == 0 || q.shape(1) % k.shape(1) != 0) {
+        throw ov::InvalidInput("attention: need q (N, n_head, hd), k and v (N, n_head_kv, hd), n_head a multiple of "
+                               "n_head_kv");
+    }
+    if (impl != "own" && impl != "flash" && impl != "stock") {
+        throw ov::InvalidInput("attention: impl must be 'own', 'flash' or 'stock', got '" + impl + "'");
+    }
+    const int64_t n = q.shape(0), n_head = q.shape(1), n_kv = k.shape(1), hd = q.shape(2);
+    int64_t total = 0;
+    for (int64_t len : segments) {
+        if (len < 1) throw ov::InvalidInput("attention: segments must be >= 1 tokens each");
+        total += len;
+    }
+    if (total != n) throw ov::InvalidInput("attention: segments must sum to N");
+    const int64_t row = (n_head + 2 * n_kv) * hd;
+    std::vector<float> stacked(row * n);
+    for (int64_t t = 0; t < n; ++t) {
+        std::memcpy(&stacked[t * row], q.data() + t * n_head * hd, n_head * hd * sizeof(float));
+        std::memcpy(&stacked[t * row + n_head * hd], k.data() + t * n_kv * hd, n_kv * hd * sizeof(float));
+        std::memcpy(&stacked[t * row + (n_head + n_kv) * hd], v.data() + t * n_kv * hd, n_kv * hd * sizeof(float));
+    }
+    ContextPtr ctx = new_context(8 + 16 * segments.size());  // the stock path: 15 tensors per segment
+    ggml_tensor * qkv = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, row, n);
+    const auto heads = [&](int64_t count, int64_t first) {
+        return ggml_view_3d(ctx.get(), qkv, hd, count, n, hd * sizeof(float), qkv->nb[1], first * hd * sizeof(float));
+    };
+    OvAttentionParams params;
+    params.scale = scale;
+    params.segments = segments;
+    ggml_tensor * out = nullptr;
+    if (impl == "own") {
+        out = ov_attention(ctx.get(), heads(n_head, 0), heads(n_kv, n_head), heads(n_kv, n_head + n_kv), &params);
+    } else {
+        ov::GraphOptions opt;
+        opt.stock_ops = impl == "stock";
+        out = ov::packed_attention(ctx.get(), heads(n_head, 0), heads(n_kv, n_head), heads(n_kv, n_head + n_kv),
+                                   segments, scale, opt);
+    }
+    py::array flat = run(ctx.get(), ggml_reshape_2d(ctx.get(), out, n_head * hd, n), n_threads, {{qkv, stacked.data()}},
+                         seconds, repeats);
+    return flat.attr("reshape")(n, n_head, hd);
+}
+
 OvIsa isa_by_name(const std::string & name) {
     for (OvIsa isa : {OvIsa::base, OvIsa::avx2, OvIsa::avx512}) {
         if (name == ov_isa_name(isa)) return isa;
@@ -349,6 +402,26 @@ void bind_ops(py::module_ & m) {
           "yardstick of bench/linear.py.");
     m.def("op_round_trip", &round_trip, "w"_a, "wtype"_a,
           "w (OUT, IN) converted to wtype by ggml and back to float32: the weights op_linear multiplies by.");
+    m.def(
+        "op_attention",
+        [](const F32Array & q, const F32Array & k, const F32Array & v, const std::vector<int64_t> & segments,
+           float scale, const std::string & impl, int n_threads) {
+            return packed_attention(q, k, v, segments, scale, impl, n_threads);
+        },
+        "q"_a, "k"_a, "v"_a, "segments"_a, "scale"_a, "impl"_a = "own", "n_threads"_a = 2,
+        "softmax(scale q k^T) v of each packed segment (token counts summing to N) with itself, on q (N, n_head, "
+        "hd), k and v (N, n_head_kv, hd) -> (N, n_head, hd): impl 'own' (our op), 'flash' (ggml's flash_attn_ext) "
+        "or 'stock' (mul_mat + soft_max) per segment (for tests).");
+    m.def(
+        "attention_seconds",
+        [](const F32Array & q, const F32Array & k, const F32Array & v, const std::vector<int64_t> & segments,
+           float scale, const std::string & impl, int n_threads, int repeats) {
+            std::vector<double> seconds;
+            packed_attention(q, k, v, segments, scale, impl, n_threads, &seconds, repeats);
+            return seconds;
+        },
+        "q"_a, "k"_a, "v"_a, "segments"_a, "scale"_a, "impl"_a = "own", "n_threads"_a = 2, "repeats"_a = 5,
+        "Wall seconds of each of `repeats` computes of op_attention's graph (for benchmarks).");
     m.def("simd", []() { return std::string(ov_isa_name(ov_isa())); },
           "The instruction-set build our CPU kernels run now: 'avx512', 'avx2' or 'base'.");
     m.def("set_simd_cap", [](const std::string & name) { return std::string(ov_isa_name(ov_set_isa_cap(isa_by_name(name)))); },

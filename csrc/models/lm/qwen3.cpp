@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "attention.h"
 #include "linear.h"
 #include "maskgit_score.h"
 #include "runtime/errors.h"
@@ -153,7 +154,9 @@ Qwen3Session::Qwen3Session(std::shared_ptr<const Qwen3Model> model, std::vector<
         }
         n_tokens_ += s.length;
         n_target_ += s.target_len;
+        attn_params_.segments.push_back(s.length);
     }
+    attn_params_.scale = 1.0f / std::sqrt((float) hp.n_embd_head);
     const bool guided = guidance_scale && *guidance_scale != 0.0f;
     if (guidance_scale && !std::isfinite(*guidance_scale)) throw InvalidInput("guidance_scale must be finite");
     if (guided) {
@@ -220,31 +223,15 @@ Qwen3Session::~Qwen3Session() {
 }
 
 // Attention of every packed segment with itself only: upstream's block-diagonal mask without
-// computing the masked blocks. K and V stay F32 (F16 costs ~1e-4 relative error in the logits).
-// Measured against mul_mat + soft_max_ext per segment, flash_attn_ext was about twice as fast
-// on the CPU at the cloning shape.
+// computing the masked blocks. On the CPU our op ov_attention (blocked GEMM tiles, all segments and
+// heads in one op; see ggml/attention.cpp for its measurements); the stock-op path runs
+// packed_attention's per-segment mul_mat + soft_max_ext.
 // q: [hd, n_head, n_tokens], k/v: [hd, n_head_kv, n_tokens] -> [hd, n_head, n_tokens]
-ggml_tensor * Qwen3Session::build_attention(ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, int il) {
-    const float kq_scale = 1.0f / std::sqrt((float) model_->hparams().n_embd_head);
-    // Tokens [start, start + len) of x, heads moved outermost: [hd, len, heads].
-    const auto segment = [&](ggml_tensor * x, int64_t start, int64_t len) {
-        return ggml_permute(ctx_, ggml_view_3d(ctx_, x, x->ne[0], x->ne[1], len, x->nb[1], x->nb[2], start * x->nb[2]),
-                            0, 2, 1, 3);
-    };
-
+ggml_tensor * Qwen3Session::build_attention(ggml_tensor * q, ggml_tensor * k, ggml_tensor * v) {
     GraphOptions opt;
     opt.stock_ops = model_->backend()->stock_ops();
-    ggml_tensor * out = nullptr;
-    int64_t start = 0;
-    for (size_t is = 0; is < segments_.size(); ++is) {
-        const int64_t len = segments_[is].length;
-        ggml_tensor * kqv = attention(ctx_, segment(q, start, len), segment(k, start, len), segment(v, start, len),
-                                      kq_scale, opt);
-        ggml_format_name(kqv, "blk%d.seg%zu.kqv", il, is);  // [hd, n_head, len]
-        out = out ? ggml_concat(ctx_, out, kqv, 2) : kqv;
-        start += len;
-    }
-    return out;
+    if (!opt.stock_ops) return ov_attention(ctx_, q, k, v, &attn_params_);
+    return packed_attention(ctx_, q, k, v, attn_params_.segments, attn_params_.scale, opt);
 }
 
 // OmniVoice.forward (logits of the target rows only):
@@ -334,7 +321,7 @@ void Qwen3Session::build_graph() {
                               hp.rope_freq_base, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
             ggml_format_name(k, "blk%d.k_rope", il);  // [hd, n_head_kv, n_tokens]
 
-            cur = build_attention(q, k, v, il);
+            cur = build_attention(q, k, v);
             ggml_format_name(cur, "blk%d.kqv", il);  // [hd, n_head, n_tokens]
             cur = l.wo.forward(ctx_, ggml_reshape_2d(ctx_, cur, hd * hp.n_head, n_tokens));
             ggml_format_name(cur, "blk%d.attn_out", il);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "attention.h"
 #include "ggml-alloc.h"
 #include "nn/layers.h"
 #include "runtime/backend.h"
@@ -131,7 +132,7 @@ private:
     void build_graph();
     void build_scoring(float guidance_scale);
     void compute(const int32_t * ids, const bool * audio_mask);
-    ggml_tensor * build_attention(ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, int il);
+    ggml_tensor * build_attention(ggml_tensor * q, ggml_tensor * k, ggml_tensor * v);
     void fill_inputs(const int32_t * ids, const bool * audio_mask);
 
     std::shared_ptr<const Qwen3Model> model_;
@@ -159,6 +160,8 @@ private:
     ggml_tensor * scores_ = nullptr;      // F32 [1, n_cells], or ov_maskgit_score's [2, n_cells] (CPU path)
     ggml_tensor * best_ = nullptr;        // I32 [n_cells] (stock ops)
     int64_t n_cells_ = 0;
+
+    OvAttentionParams attn_params_;  // read by every layer's ov_attention when the graph computes
 
     std::vector<int32_t> text_ids_host_;
     std::vector<int32_t> audio_ids_host_;
