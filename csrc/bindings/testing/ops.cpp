@@ -198,13 +198,17 @@ py::array rvq_encode(const F32Array & x, const F32Array & w_in, const F32Array &
     return run(ctx.get(), y, n_threads, inputs);
 }
 
-// A weight type by name ("F32", "F16", "BF16", "Q8_0"), as the packed linear reads them.
+// A weight type by name ("F32", "F16", "BF16", "Q8_0", "Q4_K", "Q5_K", "Q6_K"), as the packed linear
+// reads them.
 ggml_type weight_type(const std::string & name) {
     if (name == "F32") return GGML_TYPE_F32;
     if (name == "F16") return GGML_TYPE_F16;
     if (name == "BF16") return GGML_TYPE_BF16;
     if (name == "Q8_0") return GGML_TYPE_Q8_0;
-    throw ov::InvalidInput("wtype must be one of F32, F16, BF16, Q8_0, got '" + name + "'");
+    if (name == "Q4_K") return GGML_TYPE_Q4_K;
+    if (name == "Q5_K") return GGML_TYPE_Q5_K;
+    if (name == "Q6_K") return GGML_TYPE_Q6_K;
+    throw ov::InvalidInput("wtype must be one of F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K, got '" + name + "'");
 }
 
 // w (OUT, IN) stored as `type` by ggml's own conversion or quantizer: the bytes of ggml [IN, OUT].
@@ -393,7 +397,7 @@ void bind_ops(py::module_ & m) {
         [](const F32Array & x, const std::vector<F32Array> & weights, const std::vector<std::string> & wtypes,
            int n_threads, bool mul_mat) { return linear(x, weights, wtypes, n_threads, mul_mat); },
         "x"_a, "weights"_a, "wtypes"_a, "n_threads"_a = 2, "mul_mat"_a = false,
-        "The packed linear op on x (N, IN) and weights (OUT_i, IN) stored as wtypes[i] (F32, F16, BF16, Q8_0) "
+        "The packed linear op on x (N, IN) and weights (OUT_i, IN) stored as wtypes[i] (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K) "
         "-> (N, sum OUT_i); with mul_mat, ggml's own op on the one weight instead (for tests).");
     m.def("linear_seconds", &linear_seconds, "x"_a, "weights"_a, "wtypes"_a, "n_threads"_a = 2, "mul_mat"_a = false,
           "repeats"_a = 5, "Wall seconds of each of `repeats` computes of op_linear's graph (for benchmarks).");
