@@ -15,7 +15,9 @@
 
 #include "ggml.h"
 
-// The weight types the op reads.
+// The weight types the op reads: F32, F16, BF16, Q8_0, and the K-quants Q4_K, Q5_K, Q6_K through
+// ggml's own to_float (chunks of 256). A Q4_K_M LM step (auto shape, Zen 3, 2 threads): 3.8-4.8 s
+// through this op against 6.1-7.4 s through ggml's mul_mat, about the BF16 step's time.
 bool ov_linear_supports(ggml_type type);
 
 // Whether a model should run `type` through ov_linear rather than ggml's mul_mat on this CPU: every
