@@ -8,9 +8,10 @@
 // broadcasts and 12 FMAs per input on 12 accumulator registers (BLIS's 6x16 AVX2 layout). The
 // weights are never copied or transposed at load, and every type runs at the F32 FMA rate with its
 // own memory traffic. Threads split outputs only, so results do not depend on the thread count.
-// Zen 3, AVX2, LM shapes (bench/linear.py, N = 550): 2 threads 105-150 GFLOP/s, median about 130
-// (70-80% of the same rounds' FMA peak, 175-182 at best against a 189 peak), 1 thread 86-91% of
-// peak at best; before x was packed (4 KB-strided token rows) about 58%.
+// Zen 3, AVX2, LM shapes (bench/linear.py, N = 550, 2 threads, shared machine): medians 117-156
+// GFLOP/s for F32, BF16, Q8_0 (one loaded round set: 91), 67-90% of the FMA peak measured in the
+// same rounds (189 quiet), 1.2-1.9x ggml's mul_mat; 175-182 at best; 1 thread 86-91% of its peak
+// at best. Before x was packed (token rows read 4 KB apart): about 110 GFLOP/s, 58%.
 #include <vector>
 
 #include "ggml.h"
