@@ -160,7 +160,9 @@ struct PackDequant {
         if ((int64_t) rows_f32.size() < P * kc) rows_f32.resize(P * kc);
         const int rows = w.rows - r0 < P ? (int) (w.rows - r0) : P;
         const int64_t begin = k0 / w.traits->blck_size * (int64_t) w.traits->type_size;
-        for (int r = 0; r < rows; ++r) w.traits->to_float(w.data + (r0 + r) * w.row_bytes + begin, &rows_f32[r * kc], kc);
+        for (int r = 0; r < rows; ++r) {
+            w.traits->to_float(w.data + (r0 + r) * w.row_bytes + begin, &rows_f32[r * kc], kc);
+        }
         const Weight f32 = {(const char *) rows_f32.data(), kc * (int64_t) sizeof(float), rows, 0, nullptr};
         PackF32::pack(f32, 0, 0, kc, panel);
     }
@@ -208,7 +210,6 @@ __attribute__((always_inline)) inline void tile(const float * panel, const float
     for (int r = 0; r < RT; ++r) {
         for (int j = 0; j < NV; ++j) acc[r][j] = vec{};
     }
-#pragma GCC unroll 2
     for (int64_t k = 0; k < kc; ++k) {
         vec wv[NV];
         for (int j = 0; j < NV; ++j) std::memcpy(&wv[j], panel + k * P + j * L, sizeof(vec));
@@ -396,7 +397,8 @@ void linear_compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
     int64_t out_offset = 0;
     for (int i = 1; i < GGML_MAX_SRC && dst->src[i]; ++i) {
         const ggml_tensor * w = dst->src[i];
-        const Weight weight = {(const char *) w->data, (int64_t) w->nb[1], w->ne[1], out_offset, ggml_get_type_traits(w->type)};
+        const Weight weight = {(const char *) w->data, (int64_t) w->nb[1], w->ne[1], out_offset,
+                               ggml_get_type_traits(w->type)};
         out_offset += w->ne[1];
         // Consecutive weights of one type run as one range.
         const bool joins_next = i + 1 < GGML_MAX_SRC && dst->src[i + 1] && dst->src[i + 1]->type == w->type;
