@@ -3,8 +3,9 @@
 The LM's projection shapes (full-size model, the auto-voice step's 550 packed tokens; the heads
 see the 500 target tokens), per weight type, in rounds that alternate the two ops so both see the
 same load on a shared machine. Prints the median GFLOP/s of each and the range over rounds, and
-the ratio ours / ggml per round (median and range). Random weights: speed does not depend on
-values.
+the ratio ours / ggml per round (median and range), and ours against the CPU's F32 FMA peak on
+the same threads (register-only FMA chains, `_core.testing.fma_peak_gflops`) measured in each
+round: the machine's load moves both alike. Random weights: speed does not depend on values.
 
     python -P bench/linear.py [--types F32,BF16,Q8_0] [--rounds 5] [--threads 2] [--simd avx2]
 """
@@ -48,14 +49,18 @@ def main() -> None:
         flops = 2.0 * n_in * n_out * n_tok
         for wtype in args.types.split(","):
             rates: dict[bool, list[float]] = {False: [], True: []}
+            peaks = []
             for _ in range(args.rounds):
+                peaks.append(_core.testing.fma_peak_gflops(args.threads))
                 for mul_mat in (False, True):
                     (sec,) = _core.testing.linear_seconds(x, [w], [wtype], args.threads, mul_mat, 1)
                     rates[mul_mat].append(flops / sec / 1e9)
             ratios = [a / b for a, b in zip(rates[False], rates[True])]
-            cells = [f"{statistics.median(r):6.1f} ({min(r):.0f}-{max(r):.0f})" for r in (rates[False], rates[True])]
+            of_peak = [100 * a / b for a, b in zip(rates[False], peaks)]
+            cells = [f"{statistics.median(r):6.1f} ({min(r):.0f}-{max(r):.0f})" for r in (rates[False], rates[True], peaks)]
             print(f"{name:8s} {n_in:5d}x{n_out:<5d} N={n_tok} {wtype:5s} ours {cells[0]}  ggml {cells[1]} GFLOP/s"
-                  f"  ours/ggml {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})")
+                  f"  ours/ggml {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+                  f"  peak {cells[2]}, ours {statistics.median(of_peak):.0f}% ({min(of_peak):.0f}-{max(of_peak):.0f}%)")
 
 
 if __name__ == "__main__":

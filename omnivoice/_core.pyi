@@ -178,6 +178,8 @@ class testing:
         repeats: int = 5,
     ) -> list[float]: ...
     @staticmethod
+    def fma_peak_gflops(n_threads: int = 2, seconds: float = 0.05) -> float: ...
+    @staticmethod
     def op_attention(
         q: npt.ArrayLike,
         k: npt.ArrayLike,

@@ -136,7 +136,8 @@ struct Linear {
     void load(GGUFFile & file, const std::string & prefix, int64_t in_features, int64_t out_features,
               bool has_bias = true);
     // Weights of any of `types`; those ov_linear_preferred picks run packed when `allow_packed`
-    // (a CPU backend): 1.0-1.5x ggml's mul_mat on Zen 3 AVX2 for F32, BF16, Q8_0 (bench/linear.py).
+    // (a CPU backend): 1.2-1.6x ggml's mul_mat on Zen 3 AVX2 for F32, BF16, Q8_0, about 1.6x for
+    // Q4_K/Q6_K (bench/linear.py, bench/lm.py).
     void load(GGUFFile & file, const std::string & prefix, int64_t in_features, int64_t out_features,
               bool has_bias, const std::vector<ggml_type> & types, bool allow_packed);
     // x: [IN, N] -> [OUT, N]

@@ -13,17 +13,20 @@ import pytest
 from omnivoice import _core
 
 
-# (N tokens, IN, [OUT per weight]): tails of every loop (tokens past whole 6- and 14-token tiles,
-# outputs past whole 16- and 32-wide panels, inputs past whole 8-wide transposes and 256-input
-# chunks), several weights stacked, and one token.
+# (N tokens, IN, [OUT per weight]): tails of every loop (tokens past whole 2-, 6- and 14-token
+# tiles, outputs past whole 16- and 32-wide panels, inputs past whole 8-wide transposes and 384- or
+# 192-input chunks), several weights stacked, and one token.
 CASES = [
     (1, 32, [16]),
     (7, 40, [37]),
     (13, 520, [33, 16, 100]),
     (29, 264, [5]),
-    (6, 2 * 256 + 8 + 3, [48]),
+    (6, 2 * 384 + 8 + 3, [48]),
 ]
 TYPES = ["F32", "F16", "BF16", "Q8_0"]
+# K-quant rows are whole super-blocks of 256 (their chunks too): several chunks, every tail else.
+K_CASES = [(13, 768, [37, 16]), (1, 256, [5])]
+K_TYPES = ["Q4_K", "Q5_K", "Q6_K"]
 
 
 def weights_for(rng: np.random.Generator, n_in: int, outs: list[int]) -> list[np.ndarray]:
@@ -32,7 +35,8 @@ def weights_for(rng: np.random.Generator, n_in: int, outs: list[int]) -> list[np
 
 # Q8_0 rows are whole blocks of 32.
 @pytest.mark.parametrize(
-    ("n", "n_in", "outs", "wtype"), [(*c, t) for c in CASES for t in TYPES if t != "Q8_0" or c[1] % 32 == 0]
+    ("n", "n_in", "outs", "wtype"),
+    [(*c, t) for c in CASES for t in TYPES if t != "Q8_0" or c[1] % 32 == 0] + [(*c, t) for c in K_CASES for t in K_TYPES],
 )
 def test_linear_matches_numpy(simd_build: str, n: int, n_in: int, outs: list[int], wtype: str) -> None:
     rng = np.random.default_rng(n * 1000 + n_in)
@@ -45,11 +49,33 @@ def test_linear_matches_numpy(simd_build: str, n: int, n_in: int, outs: list[int
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("wtype", ["F32", "Q8_0", "Q4_K"])
+def test_linear_does_not_depend_on_thread_count(simd_build: str, wtype: str) -> None:
+    # Threads split the outputs, never the inputs: each output sums its inputs in one order.
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((31, 512)).astype(np.float32)
+    ws = weights_for(rng, 512, [70, 45])
+    one = _core.testing.op_linear(x, ws, [wtype] * 2, 1)
+    for n_threads in (2, 3, 4):
+        np.testing.assert_array_equal(_core.testing.op_linear(x, ws, [wtype] * 2, n_threads), one)
+
+
 def test_mixed_types_stack_in_order(simd_build: str) -> None:
     rng = np.random.default_rng(3)
     x = rng.standard_normal((11, 64)).astype(np.float32)
     ws = weights_for(rng, 64, [20, 9, 17, 16])
     types = ["BF16", "F32", "Q8_0", "BF16"]
+    want = np.concatenate([x.astype(np.float64) @ _core.testing.op_round_trip(w, t).astype(np.float64).T
+                           for w, t in zip(ws, types)], 1)
+    np.testing.assert_allclose(_core.testing.op_linear(x, ws, types), want, rtol=1e-5, atol=1e-5)
+
+
+def test_k_quants_stack_with_other_types(simd_build: str) -> None:
+    # As in a Q4_K_M file: q, k in Q4_K, v in Q6_K, next to a plain type.
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((8, 256)).astype(np.float32)
+    ws = weights_for(rng, 256, [32, 16, 21])
+    types = ["Q4_K", "Q6_K", "F32"]
     want = np.concatenate([x.astype(np.float64) @ _core.testing.op_round_trip(w, t).astype(np.float64).T
                            for w, t in zip(ws, types)], 1)
     np.testing.assert_allclose(_core.testing.op_linear(x, ws, types), want, rtol=1e-5, atol=1e-5)
@@ -71,6 +97,8 @@ def test_bad_arguments_raise() -> None:
     x = np.zeros((2, 64), np.float32)
     with pytest.raises(ValueError, match="wtype"):
         _core.testing.op_linear(x, [np.zeros((4, 64), np.float32)], ["Q4_0"])
+    with pytest.raises(ValueError, match="multiple of 256"):
+        _core.testing.op_linear(x, [np.zeros((4, 64), np.float32)], ["Q4_K"])
     with pytest.raises(ValueError, match="IN"):
         _core.testing.op_linear(x, [np.zeros((4, 32), np.float32)], ["F32"])
     with pytest.raises(ValueError, match="multiple of 32"):

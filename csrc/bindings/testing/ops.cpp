@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -197,13 +198,17 @@ py::array rvq_encode(const F32Array & x, const F32Array & w_in, const F32Array &
     return run(ctx.get(), y, n_threads, inputs);
 }
 
-// A weight type by name ("F32", "F16", "BF16", "Q8_0"), as the packed linear reads them.
+// A weight type by name ("F32", "F16", "BF16", "Q8_0", "Q4_K", "Q5_K", "Q6_K"), as the packed linear
+// reads them.
 ggml_type weight_type(const std::string & name) {
     if (name == "F32") return GGML_TYPE_F32;
     if (name == "F16") return GGML_TYPE_F16;
     if (name == "BF16") return GGML_TYPE_BF16;
     if (name == "Q8_0") return GGML_TYPE_Q8_0;
-    throw ov::InvalidInput("wtype must be one of F32, F16, BF16, Q8_0, got '" + name + "'");
+    if (name == "Q4_K") return GGML_TYPE_Q4_K;
+    if (name == "Q5_K") return GGML_TYPE_Q5_K;
+    if (name == "Q6_K") return GGML_TYPE_Q6_K;
+    throw ov::InvalidInput("wtype must be one of F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K, got '" + name + "'");
 }
 
 // w (OUT, IN) stored as `type` by ggml's own conversion or quantizer: the bytes of ggml [IN, OUT].
@@ -262,6 +267,52 @@ std::vector<double> linear_seconds(const F32Array & x, const std::vector<F32Arra
     std::vector<double> seconds;
     linear(x, weights, wtypes, n_threads, mul_mat, &seconds, repeats);
     return seconds;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// 12 independent chains of 8-wide FMAs on registers only (12 covers Zen 3's 2 FMA pipes x 4
+// cycles of latency with room): the CPU's F32 FMA peak per thread, the yardstick of linear_seconds.
+__attribute__((target("arch=x86-64-v3"))) void fma_chains(int64_t iterations) {
+    // The compiler keeps vector arrays in memory across an asm barrier: written out instead.
+    __asm__ volatile(
+        "vxorps %%ymm0, %%ymm0, %%ymm0\n\tvxorps %%ymm1, %%ymm1, %%ymm1\n\tvxorps %%ymm2, %%ymm2, %%ymm2\n\t"
+        "vxorps %%ymm3, %%ymm3, %%ymm3\n\tvxorps %%ymm4, %%ymm4, %%ymm4\n\tvxorps %%ymm5, %%ymm5, %%ymm5\n\t"
+        "vxorps %%ymm6, %%ymm6, %%ymm6\n\tvxorps %%ymm7, %%ymm7, %%ymm7\n\tvxorps %%ymm8, %%ymm8, %%ymm8\n\t"
+        "vxorps %%ymm9, %%ymm9, %%ymm9\n\tvxorps %%ymm10, %%ymm10, %%ymm10\n\tvxorps %%ymm11, %%ymm11, %%ymm11\n\t"
+        "vxorps %%ymm12, %%ymm12, %%ymm12\n\tvxorps %%ymm13, %%ymm13, %%ymm13\n"
+        "1:\n\t"
+        "vfmadd231ps %%ymm12, %%ymm13, %%ymm0\n\tvfmadd231ps %%ymm12, %%ymm13, %%ymm1\n\t"
+        "vfmadd231ps %%ymm12, %%ymm13, %%ymm2\n\tvfmadd231ps %%ymm12, %%ymm13, %%ymm3\n\t"
+        "vfmadd231ps %%ymm12, %%ymm13, %%ymm4\n\tvfmadd231ps %%ymm12, %%ymm13, %%ymm5\n\t"
+        "vfmadd231ps %%ymm12, %%ymm13, %%ymm6\n\tvfmadd231ps %%ymm12, %%ymm13, %%ymm7\n\t"
+        "vfmadd231ps %%ymm12, %%ymm13, %%ymm8\n\tvfmadd231ps %%ymm12, %%ymm13, %%ymm9\n\t"
+        "vfmadd231ps %%ymm12, %%ymm13, %%ymm10\n\tvfmadd231ps %%ymm12, %%ymm13, %%ymm11\n\t"
+        "dec %0\n\tjnz 1b\n\tvzeroupper"
+        : "+r"(iterations)
+        :
+        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
+          "xmm13", "cc");
+}
+#endif
+
+// GFLOP/s of fma_chains on n_threads threads at once for about `seconds` (bench/linear.py's
+// peak yardstick, measured between its rounds so both see the same load).
+double fma_peak_gflops(int n_threads, double seconds) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+        throw ov::InvalidInput("fma_peak_gflops: this CPU has no AVX2 FMA");
+    }
+    if (n_threads < 1) throw ov::InvalidInput("fma_peak_gflops: n_threads must be >= 1");
+    const int64_t iterations = (int64_t) (seconds * 3e9 / 6) + 1;  // 6 cycles each at 3 GHz
+    std::vector<std::thread> threads;
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < n_threads; ++i) threads.emplace_back(fma_chains, iterations);
+    for (std::thread & t : threads) t.join();
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return (double) n_threads * iterations * 12 * 8 * 2 / wall / 1e9;
+#else
+    throw ov::InvalidInput("fma_peak_gflops: x86-64 only");
+#endif
 }
 
 // Attention of packed segments on q (N, n_head, hd), k and v (N, n_head_kv, hd), uploaded as one
@@ -346,10 +397,13 @@ void bind_ops(py::module_ & m) {
         [](const F32Array & x, const std::vector<F32Array> & weights, const std::vector<std::string> & wtypes,
            int n_threads, bool mul_mat) { return linear(x, weights, wtypes, n_threads, mul_mat); },
         "x"_a, "weights"_a, "wtypes"_a, "n_threads"_a = 2, "mul_mat"_a = false,
-        "The packed linear op on x (N, IN) and weights (OUT_i, IN) stored as wtypes[i] (F32, F16, BF16, Q8_0) "
+        "The packed linear op on x (N, IN) and weights (OUT_i, IN) stored as wtypes[i] (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K) "
         "-> (N, sum OUT_i); with mul_mat, ggml's own op on the one weight instead (for tests).");
     m.def("linear_seconds", &linear_seconds, "x"_a, "weights"_a, "wtypes"_a, "n_threads"_a = 2, "mul_mat"_a = false,
           "repeats"_a = 5, "Wall seconds of each of `repeats` computes of op_linear's graph (for benchmarks).");
+    m.def("fma_peak_gflops", &fma_peak_gflops, "n_threads"_a = 2, "seconds"_a = 0.05,
+          "GFLOP/s of register-only AVX2 FMA chains on n_threads threads for about `seconds`: the F32 peak "
+          "yardstick of bench/linear.py.");
     m.def("op_round_trip", &round_trip, "w"_a, "wtype"_a,
           "w (OUT, IN) converted to wtype by ggml and back to float32: the weights op_linear multiplies by.");
     m.def(
