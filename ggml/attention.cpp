@@ -7,12 +7,6 @@
 #include "custom_op.h"
 #include "isa.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define OV_X86 1
-#else
-#define OV_X86 0
-#endif
-
 // The vector helpers below are always inlined into the per-ISA builds: no call passes a vector, so
 // GCC's notes on the AVX vector-passing ABI do not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -41,26 +35,20 @@ namespace {
 constexpr int64_t kKeyChunk = 256;
 
 template <int L>
-struct Vec {
-    typedef float f __attribute__((vector_size(L * sizeof(float))));
-    typedef int32_t i __attribute__((vector_size(L * sizeof(int32_t))));
-};
-
-template <int L>
-__attribute__((always_inline)) inline typename Vec<L>::f splat(float x) {
-    typename Vec<L>::f v = {};
+__attribute__((always_inline)) inline typename OvVec<L>::f splat(float x) {
+    typename OvVec<L>::f v = {};
     return v + x;
 }
 
 template <int L>
-__attribute__((always_inline)) inline typename Vec<L>::f load(const float * p) {
-    typename Vec<L>::f v;
+__attribute__((always_inline)) inline typename OvVec<L>::f load(const float * p) {
+    typename OvVec<L>::f v;
     std::memcpy(&v, p, sizeof v);
     return v;
 }
 
 template <int L>
-__attribute__((always_inline)) inline void store(float * p, const typename Vec<L>::f & v) {
+__attribute__((always_inline)) inline void store(float * p, const typename OvVec<L>::f & v) {
     std::memcpy(p, &v, sizeof v);
 }
 
@@ -68,9 +56,9 @@ __attribute__((always_inline)) inline void store(float * p, const typename Vec<L
 // polynomial for e^r (relative error ~1e-7), 2^n through the exponent bits; below -87 (e^-87 is
 // 1.6e-38, nothing next to the row's e^0 = 1) it is clamped there.
 template <int L>
-__attribute__((always_inline)) inline typename Vec<L>::f exp_nonpositive(const typename Vec<L>::f & x_in) {
-    typedef typename Vec<L>::f vf;
-    typedef typename Vec<L>::i vi;
+__attribute__((always_inline)) inline typename OvVec<L>::f exp_nonpositive(const typename OvVec<L>::f & x_in) {
+    typedef typename OvVec<L>::f vf;
+    typedef typename OvVec<L>::i vi;
     const vf lo = splat<L>(-87.0f);
     const vf x = x_in < lo ? lo : x_in;
     // Adding 1.5 * 2^23 rounds x log2(e) to an integer, left in the low mantissa bits.
@@ -103,17 +91,12 @@ struct Scratch {
     std::vector<float> qt, st, kp, vp, o, sum;
 };
 
-__attribute__((always_inline)) inline float * grown(std::vector<float> & buf, size_t n) {
-    if (buf.size() < n + 16) buf.resize(n + 16);
-    return (float *) (((uintptr_t) buf.data() + 63) & ~(uintptr_t) 63);
-}
-
 // S^T rows key .. key+RK-1 (all P columns) = K rows times the Q^T panel; mx = max(mx, them).
 // kb: the keys' block of the packed K ([hd][4], row key % 4 first).
 template <int L, int RK>
 __attribute__((always_inline)) inline void score_tile(const float * kb, int64_t hd, int64_t key, const float * qt,
-                                                      float * st, typename Vec<L>::f mx[3]) {
-    typedef typename Vec<L>::f vf;
+                                                      float * st, typename OvVec<L>::f mx[3]) {
+    typedef typename OvVec<L>::f vf;
     constexpr int P = 3 * L;
     const float * kr = kb + key % 4;
     vf acc[RK][3] = {};
@@ -139,7 +122,7 @@ __attribute__((always_inline)) inline void score_tile(const float * kb, int64_t 
 template <int L>
 __attribute__((always_inline)) inline void value_tile(const float * pt, const float * vp, int64_t kc, float * o,
                                                       int64_t stride, bool first) {
-    typedef typename Vec<L>::f vf;
+    typedef typename OvVec<L>::f vf;
     constexpr int P = 3 * L;
     vf acc[6][2] = {};
     if (!first) {
@@ -185,18 +168,18 @@ __attribute__((always_inline)) inline void pack_kv(const Geometry & g, int64_t s
 template <int L>
 __attribute__((always_inline)) inline void item(const Geometry & g, int64_t start, int64_t len, int64_t hkv,
                                                 int64_t row0, bool pack, Scratch & s) {
-    typedef typename Vec<L>::f vf;
+    typedef typename OvVec<L>::f vf;
     constexpr int P = 3 * L;
     constexpr int W = 2 * L;  // value tile columns
     const int64_t hd = g.hd;
     const int64_t hd_pad = (hd + W - 1) / W * W;  // O's row stride: whole value tiles
     const int64_t n_rows = g.group * len - row0 < P ? g.group * len - row0 : P;
-    float * qt = grown(s.qt, hd * P);
-    float * st = grown(s.st, len * P);
-    float * kp = grown(s.kp, (len + 3) / 4 * 4 * hd);
-    float * vp = grown(s.vp, len * hd_pad);
-    float * o = grown(s.o, P * hd_pad);
-    float * sum = grown(s.sum, P);
+    float * qt = ov_aligned_floats(s.qt, hd * P);
+    float * st = ov_aligned_floats(s.st, len * P);
+    float * kp = ov_aligned_floats(s.kp, (len + 3) / 4 * 4 * hd);
+    float * vp = ov_aligned_floats(s.vp, len * hd_pad);
+    float * o = ov_aligned_floats(s.o, P * hd_pad);
+    float * sum = ov_aligned_floats(s.sum, P);
     if (pack) pack_kv<W>(g, start, len, hkv, kp, vp);
 
     for (int r = 0; r < P; ++r) {

@@ -9,12 +9,6 @@
 
 namespace {
 
-// A vector of L floats; L is picked per instruction set (16 for AVX-512, 8 for AVX2, 4 else).
-template <int L>
-struct Vec {
-    typedef float type __attribute__((vector_size(L * sizeof(float))));
-};
-
 struct ConvArgs {
     const float * x;       // [IC, T_in], row stride x_stride floats
     int64_t x_stride;
@@ -33,7 +27,7 @@ struct ConvArgs {
 template <int L, int RT, int NV>
 __attribute__((always_inline)) inline void conv_tile(const ConvArgs & a, int64_t t0, int64_t oc0, int64_t q0,
                                                      int64_t q1) {
-    typedef typename Vec<L>::type vec;
+    typedef typename OvVec<L>::f vec;
     vec acc[RT][NV];
     for (int r = 0; r < RT; ++r) {
         for (int j = 0; j < NV; ++j) {
@@ -126,7 +120,7 @@ __attribute__((always_inline)) inline void conv_range(const ConvArgs & a, int64_
 // xmm; with 16, blocks of 4 vectors would leave tiles of 2 steps), picked by ov_isa().
 using ConvRangeFn = void (*)(const ConvArgs &, int64_t, int64_t);
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#if OV_X86
 __attribute__((target("arch=x86-64-v4"))) void conv_range_avx512(const ConvArgs & a, int64_t t0, int64_t t1) {
     conv_range<16, 32, 4>(a, t0, t1);
 }
@@ -139,7 +133,7 @@ __attribute__((target("arch=x86-64-v3"))) void conv_range_avx2(const ConvArgs & 
 void conv_range_base(const ConvArgs & a, int64_t t0, int64_t t1) { conv_range<4, 16, 2>(a, t0, t1); }
 
 ConvRangeFn pick_conv_range() {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if OV_X86
     switch (ov_isa()) {
         case OvIsa::avx512: return conv_range_avx512;
         case OvIsa::avx2: return conv_range_avx2;

@@ -5,16 +5,13 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define OV_X86 1
-#define OV_TARGET_AVX2 __attribute__((target("arch=x86-64-v3")))
-#else
-#define OV_X86 0
-#endif
-
 #include "custom_op.h"
 #include "isa.h"
+
+#if OV_X86
+#include <immintrin.h>
+#define OV_TARGET_AVX2 __attribute__((target("arch=x86-64-v3")))
+#endif
 
 namespace {
 
@@ -174,11 +171,6 @@ using PackOf = std::conditional_t<T == kDequant, PackDequant<P, Pack<GGML_TYPE_F
 template <ggml_type T, int P>
 constexpr int64_t chunk_of = T == kDequant ? kKBlock : kPanelBytes / (P * (int64_t) sizeof(float));
 
-template <int L>
-struct Vec {
-    typedef float type __attribute__((vector_size(L * sizeof(float))));
-};
-
 // xp[i][k][r] = x row (RT i + r), input (k0 + k), for k < kc: the chunk's tokens as contiguous
 // [kc][RT] micro-panels, rows past the last token zero. Read in place, the RT rows of a tile are
 // 1024 or more floats apart: at 4 KB strides they all fall in the same L1 sets as each other.
@@ -204,7 +196,7 @@ __attribute__((always_inline)) inline void pack_x(const LinearArgs & a, int64_t 
 template <int L, int NV, int RT>
 __attribute__((always_inline)) inline void tile(const float * panel, const float * xp, int64_t kc, float * c,
                                                 int64_t c_stride, int rows, int cols, bool accumulate) {
-    typedef typename Vec<L>::type vec;
+    typedef typename OvVec<L>::f vec;
     constexpr int P = NV * L;
     vec acc[RT][NV];
     for (int r = 0; r < RT; ++r) {
@@ -388,11 +380,8 @@ void linear_compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
     // One panel and x padded to whole tiles (at most 13 more tokens) of the longest chunk, each
     // start aligned to 64 bytes.
     thread_local std::vector<float> scratch_mem;
-    const int64_t panel_floats = kPanelFloats;
-    const int64_t xp_floats = (a.n_tok + 13) * kMaxChunk;
-    if ((int64_t) scratch_mem.size() < panel_floats + xp_floats + 16) scratch_mem.resize(panel_floats + xp_floats + 16);
-    float * base = (float *) (((uintptr_t) scratch_mem.data() + 63) & ~(uintptr_t) 63);
-    const Scratch scratch = {base, base + panel_floats};
+    float * base = ov_aligned_floats(scratch_mem, kPanelFloats + (a.n_tok + 13) * kMaxChunk);
+    const Scratch scratch = {base, base + kPanelFloats};
 
     int64_t out_offset = 0;
     for (int i = 1; i < GGML_MAX_SRC && dst->src[i]; ++i) {
