@@ -41,6 +41,11 @@ PEAK_LEVEL = 0.5
 SILENCE_DBFS = -50
 # post_process_audio's silence removal (ms): inner silences to 500 ms margins, edges to 100 ms.
 OUTPUT_SILENCE = {"mid_sil": 500, "lead_sil": 100, "trail_sil": 100}
+# Upstream's defaults (s): silence padded on each side of the output and the fade at each end;
+# the fade-out, silence and fade-in between long-form chunks.
+PAD_DURATION = 0.1
+FADE_DURATION = 0.1
+CHUNK_SILENCE = 0.3
 
 
 def _trim_edges(pcm: Pcm16, lead_ms: Optional[int], trail_ms: Optional[int], silence_thresh: float) -> Pcm16:
@@ -177,14 +182,20 @@ def fade_edges(audio: np.ndarray, fade_in: int = 0, fade_out: int = 0) -> np.nda
     """
     out = audio.copy()
     if fade_in > 0:
-        out[..., :fade_in] *= np.linspace(0, 1, fade_in, dtype=np.float32)
+        out[..., :fade_in] *= _ramp(fade_in, rising=True)
     if fade_out > 0:
-        out[..., -fade_out:] *= np.linspace(1, 0, fade_out, dtype=np.float32)
+        out[..., -fade_out:] *= _ramp(fade_out, rising=False)
     return out
 
 
+def _ramp(n: int, rising: bool) -> np.ndarray:
+    """The gains of a linear fade over n samples: 0 up to 1, or 1 down to 0 (float32)."""
+    return np.linspace(0, 1, n, dtype=np.float32) if rising else np.linspace(1, 0, n, dtype=np.float32)
+
+
 def fade_and_pad_audio(
-    audio: np.ndarray, pad_duration: float = 0.1, fade_duration: float = 0.1, sample_rate: int = 24000
+    audio: np.ndarray, pad_duration: float = PAD_DURATION, fade_duration: float = FADE_DURATION,
+    sample_rate: int = 24000
 ) -> np.ndarray:
     """Fade both ends linearly and surround with silence, against clicks.
 
@@ -209,7 +220,8 @@ def fade_and_pad_audio(
     return out
 
 
-def cross_fade_chunks(chunks: list[np.ndarray], sample_rate: int, silence_duration: float = 0.3) -> np.ndarray:
+def cross_fade_chunks(chunks: list[np.ndarray], sample_rate: int,
+                      silence_duration: float = CHUNK_SILENCE) -> np.ndarray:
     """Join separately generated chunks with a fade-out, a silence and a fade-in.
 
     ``silence_duration`` is split in three equal parts: the fade-out at the end
@@ -337,8 +349,8 @@ def post_process_audio(
     sample_rate: int,
     ref_rms: Optional[float],
     postprocess_output: bool = True,
-    pad_duration: float = 0.1,
-    fade_duration: float = 0.1,
+    pad_duration: float = PAD_DURATION,
+    fade_duration: float = FADE_DURATION,
 ) -> np.ndarray:
     """Finish generated audio, as upstream ``_post_process_audio``.
 
@@ -405,7 +417,7 @@ class ChunkJoiner:
         _check_rate(sample_rate)
         self.sample_rate = sample_rate
         self.ref_rms = ref_rms
-        self._fader = _CrossFader(sample_rate, 0.3)
+        self._fader = _CrossFader(sample_rate, CHUNK_SILENCE)
         self._dtype = np.dtype(np.int16 if postprocess_output else np.float32)
         # Raw bytes, grown by realloc (ndarray.resize): no second copy while it grows.
         self._buf = np.zeros(0, np.uint8)
@@ -467,8 +479,8 @@ class ChunkJoiner:
             self._buf = np.zeros(0, np.uint8)
             return np.zeros(0, np.float32)
         k, block = self._dtype.itemsize, self.BLOCK
-        pad = int(0.1 * self.sample_rate)
-        fade = min(int(0.1 * self.sample_rate), count // 2)
+        pad = int(PAD_DURATION * self.sample_rate)
+        fade = min(int(FADE_DURATION * self.sample_rate), count // 2)
         peak = None
         if self.ref_rms is None:  # apply_volume's peak of the whole
             peak = max(np.abs(self._to_float(start * k + j * k, min(block, count - j))).max(initial=0.0)
@@ -476,8 +488,7 @@ class ChunkJoiner:
         total, base = 4 * (count + 2 * pad), (4 - k) * count + 4 * pad
         self._reserve(max(total, base + count * k))
         _move(self._buf, start * k, base, count * k)
-        ramp_in = np.linspace(0, 1, fade, dtype=np.float32)
-        ramp_out = np.linspace(1, 0, fade, dtype=np.float32)
+        ramp_in, ramp_out = _ramp(fade, rising=True), _ramp(fade, rising=False)
         for j in range(0, count, block):
             m = min(block, count - j)
             # In the dtype apply_volume gives, as fade_edges applies them before the cast.
