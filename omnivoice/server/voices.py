@@ -105,14 +105,11 @@ class VoiceStore:
         forgets a removed one or one that is not a voice. Returns whether the voice exists."""
         if self.directory is None:
             return name in self._prompts
-        if not _NAME_RE.fullmatch(name) or ".." in name:
-            return False
-        path = self.directory / f"{name}.npz"
         try:
+            path = self.directory / f"{check_name(name)}.npz"  # no path from a name not allowed
             stat = path.stat()
             stamp = (stat.st_mtime_ns, stat.st_size)
             if self._stamps.get(name) != stamp:
-                check_name(name)
                 prompt = VoiceClonePrompt.load(path)
                 meta_path = path.with_suffix(".json")
                 meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
@@ -121,9 +118,12 @@ class VoiceStore:
                                              meta.get("created_at", int(stat.st_mtime)))
             return True
         except (FileNotFoundError, ValueError):  # gone, or not ours: left alone, not listed
-            for entries in (self._prompts, self._info, self._stamps):
-                entries.pop(name, None)
+            self._forget(name)
             return False
+
+    def _forget(self, name: str) -> None:
+        for entries in (self._prompts, self._info, self._stamps):
+            entries.pop(name, None)
 
     # ------------------------------------------------------------------ saved voices
 
@@ -171,8 +171,7 @@ class VoiceStore:
         with self._lock:
             if not self._sync(name):
                 return False
-            for entries in (self._prompts, self._info, self._stamps):
-                entries.pop(name, None)
+            self._forget(name)
             if self.directory is not None:
                 for suffix in (".npz", ".json"):
                     (self.directory / f"{name}{suffix}").unlink(missing_ok=True)
