@@ -27,7 +27,7 @@ from omnivoice import _core
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 from ggml_matmul import matmul_gflops  # noqa: E402
-from timing import run_reference, runs_text, time_calls  # noqa: E402
+from timing import resident_kb, run_reference, runs_text, time_calls  # noqa: E402
 
 CKPT = Path("/work/ckpt")
 # name: (cond length S, target length T, reference audio frames inside the cond prompt)
@@ -46,13 +46,6 @@ def make_inputs(lm: _core.LM, s_len: int, t_len: int, n_ref: int, rng: np.random
     mask = np.zeros(s_len, dtype=bool)
     mask[n_text:] = True
     return ids, mask
-
-
-def resident_gb() -> float:
-    """This process's resident memory now (the model's touched weights, its buffers, Python)."""
-    with open("/proc/self/status", encoding="ascii") as f:
-        kb = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
-    return kb / 1e6
 
 
 def gguf_gb(gguf_dir: Path, wtype: str) -> float:
@@ -113,7 +106,7 @@ def main() -> None:
                 session = lm.session(segments)
                 # The warm-up call pages the weights in.
                 ours[wtype], logits[wtype] = time_calls(lambda: session.forward(packed_ids, packed_mask), repeats)
-                rss[wtype] = resident_gb()
+                rss[wtype] = resident_kb() / 1e6  # GB: touched weights, buffers, Python
                 # The yardstick right after our runs, so both see the same load on a shared machine.
                 mm[wtype] = matmul_gflops(wtype, lm.hidden_size, lm.intermediate_size, 512, args.threads)
                 flops = step_flops(lm, segments)

@@ -11,6 +11,7 @@ them) and whether the concurrent results are bit-identical to the sequential one
 from __future__ import annotations
 
 import argparse
+import sys
 import threading
 import time
 from pathlib import Path
@@ -20,16 +21,15 @@ import numpy as np
 
 from omnivoice import OmniVoice
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import resident_kb  # noqa: E402
+
 CKPT = Path("/work/ckpt")
 
 
 def rss_mb() -> float:
-    """Resident set size of this process in MB (Linux)."""
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+    """Resident set size of this process in MB."""
+    return resident_kb() / 1024
 
 
 def requests(model: OmniVoice, steps: int, duration: float) -> list[tuple[str, Callable[[int], Any]]]:

@@ -14,6 +14,12 @@ from typing import Any, Callable
 REPO = Path(__file__).resolve().parent.parent
 
 
+def resident_kb() -> int:
+    """This process's resident set size now, in kB (Linux: VmRSS of /proc/self/status)."""
+    with open("/proc/self/status", encoding="ascii") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
 def time_calls(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> tuple[list[float], Any]:
     """Wall times of `repeats` calls of `fn` after `warmup` untimed ones, and the last result."""
     result = None
