@@ -257,10 +257,11 @@ ItemFn pick(OvIsa isa, int64_t * panel_rows) {
     return item_base;
 }
 
-// dst->src = {q, k, v}. Items (segment, KV head, panel) are dealt out in order by their cost
-// (keys plus a fixed part for packing and output), each to the thread whose share of the total
-// holds the item's middle: balanced when segments differ in length, and independent of timing.
-void attention_compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
+// dst->src = {q, k, v}. Items (segment, KV head, panel) go in order to whichever thread asks next
+// (one atomic counter), so a thread slowed by other work on its core takes fewer of them instead of
+// holding the others at the graph's barrier. Each item writes its own output rows: results do not
+// depend on which thread computes it. The last thread past its last claim resets the counters.
+void attention_compute(ggml_tensor * dst, int, int nth, void * userdata) {
     const OvAttentionParams & p = *(const OvAttentionParams *) userdata;
     const ggml_tensor * q = dst->src[0];
     const ggml_tensor * k = dst->src[1];
@@ -271,25 +272,28 @@ void attention_compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
     const int64_t n_head_kv = k->ne[1];
     int64_t panel_rows = 0;
     const ItemFn fn = pick(ov_isa(), &panel_rows);
-    constexpr int64_t kItemOverhead = 32;
-
     const auto panels = [&](int64_t len) { return (g.group * len + panel_rows - 1) / panel_rows; };
-    int64_t total = 0;
-    for (int64_t len : p.segments) total += n_head_kv * panels(len) * (len + kItemOverhead);
+
     thread_local Scratch scratch;
-    int64_t done = 0, start = 0;
     int64_t packed_start = -1, packed_hkv = -1;  // what this compute has packed into the scratch
-    for (int64_t len : p.segments) {
-        const int64_t cost = len + kItemOverhead;
-        for (int64_t hkv = 0; hkv < n_head_kv; ++hkv) {
-            for (int64_t panel = 0; panel < panels(len); ++panel, done += cost) {
-                if ((2 * done + cost) * nth / (2 * total) != ith) continue;
-                fn(g, start, len, hkv, panel * panel_rows, start != packed_start || hkv != packed_hkv, scratch);
-                packed_start = start;
-                packed_hkv = hkv;
-            }
+    // Walks the items in order alongside the claims, which only grow.
+    size_t seg = 0;
+    int64_t start = 0, first = 0;  // segment seg's first token and first item
+    for (int64_t item = p.next_item.fetch_add(1, std::memory_order_relaxed);;
+         item = p.next_item.fetch_add(1, std::memory_order_relaxed)) {
+        while (seg < p.segments.size() && item >= first + n_head_kv * panels(p.segments[seg])) {
+            first += n_head_kv * panels(p.segments[seg]);
+            start += p.segments[seg++];
         }
-        start += len;
+        if (seg == p.segments.size()) break;
+        const int64_t len = p.segments[seg], hkv = (item - first) / panels(len), panel = (item - first) % panels(len);
+        fn(g, start, len, hkv, panel * panel_rows, start != packed_start || hkv != packed_hkv, scratch);
+        packed_start = start;
+        packed_hkv = hkv;
+    }
+    if (p.threads_done.fetch_add(1, std::memory_order_acq_rel) + 1 == nth) {
+        p.next_item.store(0, std::memory_order_relaxed);
+        p.threads_done.store(0, std::memory_order_relaxed);
     }
 }
 

@@ -1,5 +1,6 @@
 #include "linear.h"
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -39,8 +40,7 @@ struct Weight {
 };
 
 struct LinearArgs {
-    const float * x;  // [IN, N], row stride x_stride floats
-    int64_t x_stride;
+    const float * xp;  // x packed for the tiles by pack_x_compute: [tile][IN][RT]
     int64_t n_in, n_tok;
     float * y;  // [OUT, N], row stride y_stride floats
     int64_t y_stride;
@@ -171,21 +171,17 @@ using PackOf = std::conditional_t<T == kDequant, PackDequant<P, Pack<GGML_TYPE_F
 template <ggml_type T, int P>
 constexpr int64_t chunk_of = T == kDequant ? kKBlock : kPanelBytes / (P * (int64_t) sizeof(float));
 
-// xp[i][k][r] = x row (RT i + r), input (k0 + k), for k < kc: the chunk's tokens as contiguous
-// [kc][RT] micro-panels, rows past the last token zero. Read in place, the RT rows of a tile are
-// 1024 or more floats apart: at 4 KB strides they all fall in the same L1 sets as each other.
+// xp[t][k][r] = x row (RT t + r), input k, for tiles [t0, t1): each tile's tokens as one
+// contiguous [IN][RT] micro-panel, rows past the last token zero. Read in place, the RT rows of a
+// tile are 1024 or more floats apart: at 4 KB strides they all fall in the same L1 sets.
 template <int RT>
-__attribute__((always_inline)) inline void pack_x(const LinearArgs & a, int64_t k0, int64_t kc, float * xp) {
-    for (int64_t t0 = 0; t0 < a.n_tok; t0 += RT) {
+void pack_tiles(const float * x, int64_t x_stride, int64_t n_in, int64_t n_tok, int64_t t0, int64_t t1, float * xp) {
+    for (int64_t t = t0; t < t1; ++t) {
+        float * dst = xp + t * n_in * RT;
         for (int r = 0; r < RT; ++r) {
-            if (t0 + r < a.n_tok) {
-                const float * row = a.x + (t0 + r) * a.x_stride + k0;
-                for (int64_t k = 0; k < kc; ++k) xp[k * RT + r] = row[k];
-            } else {
-                for (int64_t k = 0; k < kc; ++k) xp[k * RT + r] = 0.0f;
-            }
+            const int64_t row = t * RT + r;
+            for (int64_t k = 0; k < n_in; ++k) dst[k * RT + r] = row < n_tok ? x[row * x_stride + k] : 0.0f;
         }
-        xp += kc * RT;
     }
 }
 
@@ -230,10 +226,9 @@ __attribute__((always_inline)) inline void tile(const float * panel, const float
     }
 }
 
-// Per-thread scratch: one weight panel (kPanelBytes) and the packed x chunk.
+// Per-thread scratch: one weight panel (kPanelBytes).
 struct Scratch {
     float * panel;
-    float * xp;
 };
 
 // The bytes of rows [r0, r0 + P) of a weight that hold inputs [k0, k0 + kc), fetched into cache a
@@ -268,139 +263,191 @@ struct PanelPrefetch {
     }
 };
 
-// Panels [p0, p1) of the stacked outputs (panel p: weight, first row), chunk by chunk of the
-// inputs: the thread packs the chunk of every token's x once, then each panel of weights once,
-// and runs every tile of tokens over it.
+// Where a thread's next panel starts, so that its first chunk is fetched while this one ends.
+struct NextPanel {
+    const Weight * w = nullptr;  // none when the thread has no panel left
+    int64_t r0 = 0;
+};
+
+// Outputs [r0, r0 + P) of weight w for every token, chunk by chunk of the inputs: each chunk of
+// the weights is unpacked once into the panel while the next chunk (or the next panel's first) is
+// prefetched, and every tile of tokens runs over it. Chunks add to y in input order, whichever
+// thread computes the panel: results do not depend on the thread count or timing.
 template <int L, int NV, int RT, typename Pack, int64_t chunk>
-__attribute__((always_inline)) inline void linear_range(const LinearArgs & a, const std::vector<int64_t> & panel_start,
-                                                        int64_t p0, int64_t p1, const Scratch & s) {
+__attribute__((always_inline)) inline void linear_panel(const LinearArgs & a, const Weight & w, int64_t r0,
+                                                        int64_t t0, int64_t t1, const NextPanel & next,
+                                                        const Scratch & s) {
     constexpr int P = NV * L;
-    const int64_t n_tiles = (a.n_tok + RT - 1) / RT;
+    const int64_t n_tiles = (t1 - t0 + RT - 1) / RT;
     static_assert(chunk % kQ8Block == 0 && chunk <= kMaxChunk && chunk * P <= kPanelFloats,
                   "chunks hold whole Q8_0 blocks and fit the scratch");
+    const int cols = w.rows - r0 < P ? (int) (w.rows - r0) : P;
+    float * c = a.y + w.out_offset + r0;
     for (int64_t k0 = 0; k0 < a.n_in; k0 += chunk) {
         const int64_t kc = a.n_in - k0 < chunk ? a.n_in - k0 : chunk;
-        pack_x<RT>(a, k0, kc, s.xp);
-        size_t wi = 0;
-        for (int64_t p = p0; p < p1; ++p) {
-            while (panel_start[wi + 1] <= p) ++wi;
-            const Weight & w = a.weights[wi];
-            const int64_t r0 = (p - panel_start[wi]) * P;
-            const int cols = w.rows - r0 < P ? (int) (w.rows - r0) : P;
-            Pack::pack(w, r0, k0, kc, s.panel);
-            PanelPrefetch ahead;
-            if (p + 1 < p1) {
-                const size_t wn = panel_start[wi + 1] <= p + 1 ? wi + 1 : wi;
-                ahead = PanelPrefetch(a.weights[wn], a.n_in, (p + 1 - panel_start[wn]) * P, P, k0, kc);
+        Pack::pack(w, r0, k0, kc, s.panel);
+        PanelPrefetch ahead;
+        if (k0 + chunk < a.n_in) {
+            ahead = PanelPrefetch(w, a.n_in, r0, P, k0 + chunk, a.n_in - k0 - chunk < chunk ? a.n_in - k0 - chunk : chunk);
+        } else if (next.w) {
+            ahead = PanelPrefetch(*next.w, a.n_in, next.r0, P, 0, a.n_in < chunk ? a.n_in : chunk);
+        }
+        const int64_t per_tile = (ahead.lines() + n_tiles - 1) / n_tiles;
+        for (int64_t t = t0; t < t1; t += RT) {
+            const int rows = t1 - t < RT ? (int) (t1 - t) : RT;
+            ahead.step(per_tile);
+            // The next tile's outputs: y rows are OUT floats apart, a cache miss each.
+            for (int r = 0; r < RT && t + RT + r < t1; ++r) {
+                __builtin_prefetch(c + (t + RT + r) * a.y_stride, 1);
+                __builtin_prefetch(c + (t + RT + r) * a.y_stride + P - 1, 1);
             }
-            const int64_t per_tile = (ahead.lines() + n_tiles - 1) / n_tiles;
-            float * c = a.y + w.out_offset + r0;
-            for (int64_t t = 0; t < a.n_tok; t += RT) {
-                const int rows = a.n_tok - t < RT ? (int) (a.n_tok - t) : RT;
-                ahead.step(per_tile);
-                // The next tile's outputs: y rows are OUT floats apart, a cache miss each.
-                for (int r = 0; r < RT && t + RT + r < a.n_tok; ++r) {
-                    __builtin_prefetch(c + (t + RT + r) * a.y_stride, 1);
-                    __builtin_prefetch(c + (t + RT + r) * a.y_stride + P - 1, 1);
-                }
-                tile<L, NV, RT>(s.panel, s.xp + t * kc, kc, c + t * a.y_stride, a.y_stride, rows, cols, k0 > 0);
-            }
+            tile<L, NV, RT>(s.panel, a.xp + t * a.n_in + k0 * RT, kc, c + t * a.y_stride, a.y_stride, rows, cols,
+                            k0 > 0);
         }
     }
 }
 
 // One build per instruction set and weight type. Register budget: RT*NV accumulators, NV weight
 // vectors and a broadcast within 16 ymm (AVX2: 6x2) or 32 zmm (AVX-512: 14x2, 32 outputs).
-using RangeFn = void (*)(const LinearArgs &, const std::vector<int64_t> &, int64_t, int64_t, const Scratch &);
+using PanelFn = void (*)(const LinearArgs &, const Weight &, int64_t, int64_t, int64_t, const NextPanel &,
+                         const Scratch &);
+
+// Tokens per tile and outputs per panel of each build.
+constexpr int kTileRows[] = {2, 6, 14};
+constexpr int kPanelWidth[] = {16, 16, 32};
 
 template <ggml_type T>
-void range_base(const LinearArgs & a, const std::vector<int64_t> & ps, int64_t p0, int64_t p1, const Scratch & s) {
-    linear_range<4, 4, 2, PackOf<T, 16, PackPlain>, chunk_of<T, 16>>(a, ps, p0, p1, s);
+void panel_base(const LinearArgs & a, const Weight & w, int64_t r0, int64_t t0, int64_t t1, const NextPanel & next, const Scratch & s) {
+    linear_panel<4, 4, 2, PackOf<T, 16, PackPlain>, chunk_of<T, 16>>(a, w, r0, t0, t1, next, s);
 }
 
 #if OV_X86
 template <ggml_type T>
-OV_TARGET_AVX2 void range_avx2(const LinearArgs & a, const std::vector<int64_t> & ps, int64_t p0, int64_t p1,
-                               const Scratch & s) {
-    linear_range<8, 2, 6, PackOf<T, 16, PackAvx2>, chunk_of<T, 16>>(a, ps, p0, p1, s);
+OV_TARGET_AVX2 void panel_avx2(const LinearArgs & a, const Weight & w, int64_t r0, int64_t t0, int64_t t1,
+                               const NextPanel & next, const Scratch & s) {
+    linear_panel<8, 2, 6, PackOf<T, 16, PackAvx2>, chunk_of<T, 16>>(a, w, r0, t0, t1, next, s);
 }
 
 // Not run on the development machine (Zen 3, no AVX-512): the same template as the AVX2 build,
 // wider vectors; the tests cover it on AVX-512 hardware only.
 template <ggml_type T>
-__attribute__((target("arch=x86-64-v4"))) void range_avx512(const LinearArgs & a, const std::vector<int64_t> & ps,
-                                                            int64_t p0, int64_t p1, const Scratch & s) {
-    linear_range<16, 2, 14, PackOf<T, 32, PackAvx2>, chunk_of<T, 32>>(a, ps, p0, p1, s);
+__attribute__((target("arch=x86-64-v4"))) void panel_avx512(const LinearArgs & a, const Weight & w, int64_t r0,
+                                                            int64_t t0, int64_t t1, const NextPanel & next,
+                                                            const Scratch & s) {
+    linear_panel<16, 2, 14, PackOf<T, 32, PackAvx2>, chunk_of<T, 32>>(a, w, r0, t0, t1, next, s);
 }
 #endif
 
 template <ggml_type T>
-RangeFn pick(OvIsa isa, int * panel_width) {
+PanelFn pick(OvIsa isa) {
 #if OV_X86
-    if (isa == OvIsa::avx512) {
-        *panel_width = 32;
-        return range_avx512<T>;
-    }
-    if (isa == OvIsa::avx2) {
-        *panel_width = 16;
-        return range_avx2<T>;
-    }
+    if (isa == OvIsa::avx512) return panel_avx512<T>;
+    if (isa == OvIsa::avx2) return panel_avx2<T>;
 #endif
-    *panel_width = 16;
-    return range_base<T>;
+    (void) isa;
+    return panel_base<T>;
 }
 
-RangeFn pick_for(ggml_type type, OvIsa isa, int * panel_width) {
+PanelFn pick_for(ggml_type type, OvIsa isa) {
     switch (type) {
-        case GGML_TYPE_F32: return pick<GGML_TYPE_F32>(isa, panel_width);
-        case GGML_TYPE_F16: return pick<GGML_TYPE_F16>(isa, panel_width);
-        case GGML_TYPE_BF16: return pick<GGML_TYPE_BF16>(isa, panel_width);
-        case GGML_TYPE_Q8_0: return pick<GGML_TYPE_Q8_0>(isa, panel_width);
+        case GGML_TYPE_F32: return pick<GGML_TYPE_F32>(isa);
+        case GGML_TYPE_F16: return pick<GGML_TYPE_F16>(isa);
+        case GGML_TYPE_BF16: return pick<GGML_TYPE_BF16>(isa);
+        case GGML_TYPE_Q8_0: return pick<GGML_TYPE_Q8_0>(isa);
         case GGML_TYPE_Q4_K:
         case GGML_TYPE_Q5_K:
-        case GGML_TYPE_Q6_K: return pick<kDequant>(isa, panel_width);
+        case GGML_TYPE_Q6_K: return pick<kDequant>(isa);
         default: GGML_ABORT("ov_linear: unsupported weight type");
     }
 }
 
-// dst->src = {x, weights...}. Thread ith of nth takes a contiguous range of the panels of all
-// weights together (weights of different types: one range per type group would unbalance; they
-// run weight by weight instead, each split over the threads).
-void linear_compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
+// Tokens run in blocks whose packed x stays within this many bytes, so that the x each panel
+// streams once per chunk comes from L3 rather than DRAM; each block unpacks the weights again.
+// Zen 3 (32 MB L3, shared with other VMs), BF16 cloning step (2250 tokens, 2 threads, 2 runs
+// each): 4 MB 19.6-21.0 s, 12 MB 19.7-22.4 s, unblocked (27 MB of x at the FFN's down) 23.3 s.
+constexpr int64_t kXBlockBytes = 4 << 20;
+
+// The head of the packed-x tensor, before the tiles: written by the pack op, read by the product.
+struct alignas(64) PackedHeader {
+    int64_t isa;                 // the OvIsa the tiles were packed for (the cap may change between graphs)
+    std::atomic<int64_t> claim;  // the next panel to hand out
+};
+constexpr int64_t kHeaderFloats = sizeof(PackedHeader) / sizeof(float);
+static_assert(sizeof(PackedHeader) % 64 == 0 && std::atomic<int64_t>::is_always_lock_free);
+
+// dst = the packed-x tensor, dst->src[0] = x [IN, N]. Threads pack contiguous ranges of tiles;
+// thread 0 also resets the panel counter, which the graph's barrier publishes to the product.
+void pack_x_compute(ggml_tensor * dst, int ith, int nth, void *) {
     const ggml_tensor * x = dst->src[0];
+    auto * head = (PackedHeader *) dst->data;
+    const OvIsa isa = ov_isa();
+    if (ith == 0) {
+        head->isa = (int64_t) isa;
+        head->claim.store(0, std::memory_order_relaxed);
+    }
+    const int rt = kTileRows[(int) isa];
+    const int64_t n_in = x->ne[0], n_tok = x->ne[1], x_stride = x->nb[1] / sizeof(float);
+    int64_t t0, t1;
+    ov_thread_range((n_tok + rt - 1) / rt, ith, nth, &t0, &t1);
+    const auto * xd = (const float *) x->data;
+    float * xp = (float *) dst->data + kHeaderFloats;
+    if (rt == 2) pack_tiles<2>(xd, x_stride, n_in, n_tok, t0, t1, xp);
+    else if (rt == 6) pack_tiles<6>(xd, x_stride, n_in, n_tok, t0, t1, xp);
+    else pack_tiles<14>(xd, x_stride, n_in, n_tok, t0, t1, xp);
+}
+
+// dst->src = {packed x, weights...}. The panels of all weights, in order, go to whichever thread
+// asks next (one atomic counter), so a thread slowed by other work on its core takes fewer of them
+// instead of holding the others at the graph's barrier. Each thread claims its next panel before
+// computing the current one, to prefetch it.
+void linear_compute(ggml_tensor * dst, int, int, void *) {
+    const ggml_tensor * packed = dst->src[0];
+    auto * head = (PackedHeader *) packed->data;
+    const OvIsa isa = (OvIsa) head->isa;
+    const int64_t width = kPanelWidth[(int) isa];
     LinearArgs a;
-    a.x = (const float *) x->data;
-    a.x_stride = x->nb[1] / sizeof(float);
-    a.n_in = x->ne[0];
-    a.n_tok = x->ne[1];
+    a.xp = (const float *) packed->data + kHeaderFloats;
+    a.n_in = dst->src[1]->ne[0];
+    a.n_tok = dst->ne[1];
     a.y = (float *) dst->data;
     a.y_stride = dst->nb[1] / sizeof(float);
-    const OvIsa isa = ov_isa();
-
-    // One panel and x padded to whole tiles (at most 13 more tokens) of the longest chunk, each
-    // start aligned to 64 bytes.
-    thread_local std::vector<float> scratch_mem;
-    float * base = ov_aligned_floats(scratch_mem, kPanelFloats + (a.n_tok + 13) * kMaxChunk);
-    const Scratch scratch = {base, base + kPanelFloats};
-
-    int64_t out_offset = 0;
+    std::vector<int64_t> panel_start = {0};
+    std::vector<PanelFn> fns;
     for (int i = 1; i < GGML_MAX_SRC && dst->src[i]; ++i) {
         const ggml_tensor * w = dst->src[i];
-        const Weight weight = {(const char *) w->data, (int64_t) w->nb[1], w->ne[1], out_offset,
-                               ggml_get_type_traits(w->type)};
-        out_offset += w->ne[1];
-        // Consecutive weights of one type run as one range.
-        const bool joins_next = i + 1 < GGML_MAX_SRC && dst->src[i + 1] && dst->src[i + 1]->type == w->type;
-        a.weights.push_back(weight);
-        if (joins_next) continue;
-        int width = 0;
-        const RangeFn fn = pick_for(w->type, isa, &width);
-        std::vector<int64_t> panel_start = {0};
-        for (const Weight & ww : a.weights) panel_start.push_back(panel_start.back() + (ww.rows + width - 1) / width);
-        int64_t p0, p1;
-        ov_thread_range(panel_start.back(), ith, nth, &p0, &p1);
-        if (p0 < p1) fn(a, panel_start, p0, p1, scratch);
-        a.weights.clear();
+        a.weights.push_back({(const char *) w->data, (int64_t) w->nb[1], w->ne[1],
+                             i == 1 ? 0 : a.weights.back().out_offset + a.weights.back().rows,
+                             ggml_get_type_traits(w->type)});
+        fns.push_back(pick_for(w->type, isa));
+        panel_start.push_back(panel_start.back() + (w->ne[1] + width - 1) / width);
+    }
+    thread_local std::vector<float> scratch_mem;
+    const Scratch scratch = {ov_aligned_floats(scratch_mem, kPanelFloats)};
+
+    // Unit u: panel u % n_panels over token block u / n_panels. Panel p: weight index, first row.
+    const auto locate = [&](int64_t p, size_t * wi) {
+        *wi = 0;
+        while (panel_start[*wi + 1] <= p) ++*wi;
+        return (p - panel_start[*wi]) * width;
+    };
+    const int64_t n_panels = panel_start.back();
+    const int64_t rt = kTileRows[(int) isa];
+    const int64_t n_blocks = (a.n_tok * a.n_in * (int64_t) sizeof(float) + kXBlockBytes - 1) / kXBlockBytes;
+    const int64_t block = ((a.n_tok + n_blocks - 1) / n_blocks + rt - 1) / rt * rt;
+    const int64_t n_units = n_panels * ((a.n_tok + block - 1) / block);
+    int64_t u = head->claim.fetch_add(1, std::memory_order_relaxed);
+    while (u < n_units) {
+        const int64_t u_next = head->claim.fetch_add(1, std::memory_order_relaxed);
+        size_t wi = 0, wn = 0;
+        const int64_t r0 = locate(u % n_panels, &wi);
+        NextPanel next;
+        if (u_next < n_units) {
+            next.r0 = locate(u_next % n_panels, &wn);
+            next.w = &a.weights[wn];
+        }
+        const int64_t t0 = u / n_panels * block, t1 = t0 + block < a.n_tok ? t0 + block : a.n_tok;
+        fns[wi](a, a.weights[wi], r0, t0, t1, next, scratch);
+        u = u_next;
     }
 }
 
@@ -423,14 +470,20 @@ ggml_tensor * ov_linear(ggml_context * ctx, ggml_tensor * x, const std::vector<g
     GGML_ASSERT(x->type == GGML_TYPE_F32 && x->nb[0] == sizeof(float) && ggml_n_dims(x) <= 2);
     GGML_ASSERT(!weights.empty() && weights.size() < GGML_MAX_SRC);
     int64_t n_out = 0;
-    std::vector<ggml_tensor *> args = {x};
     for (ggml_tensor * w : weights) {
         GGML_ASSERT(ov_linear_supports(w->type) && ggml_is_contiguous(w) && ggml_n_dims(w) <= 2);
         GGML_ASSERT(w->ne[0] == x->ne[0]);
         GGML_ASSERT(w->type != GGML_TYPE_Q8_0 || ggml_type_size(w->type) == kQ8Bytes);
         n_out += w->ne[1];
-        args.push_back(w);
     }
+    // x once for all threads, in tiles of up to 14 tokens (the widest build's; the build that
+    // computes picks its own), then the product over it: a graph node of its own, so that the
+    // barrier after it hands every thread the whole packed x.
+    const int64_t tile_max = kTileRows[(int) OvIsa::avx512];
+    ggml_tensor * packed = ggml_custom_4d(ctx, GGML_TYPE_F32, kHeaderFloats + x->ne[0] * (x->ne[1] + tile_max - 1), 1,
+                                          1, 1, &x, 1, pack_x_compute, GGML_N_TASKS_MAX, nullptr);
+    std::vector<ggml_tensor *> args = {packed};
+    args.insert(args.end(), weights.begin(), weights.end());
     return ggml_custom_4d(ctx, GGML_TYPE_F32, n_out, x->ne[1], 1, 1, args.data(), (int) args.size(), linear_compute,
                           GGML_N_TASKS_MAX, nullptr);
 }

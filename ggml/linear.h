@@ -1,13 +1,17 @@
 #pragma once
 // y = W x for weights in the GGUF's own layout ([IN, OUT] in ggml order: one row of IN values per
-// output), as a CPU custom op. Each thread takes a range of 16-output panels (32 with AVX-512).
-// Per chunk of 384 inputs (192 with AVX-512) it packs every token's x into contiguous [chunk][6]
-// micro-panels (14 tokens with AVX-512), then unpacks each of its weight panels once into an F32
-// [chunk][16] block of 24 KB in L1 (F32 copied, BF16 shifted, F16 converted, Q8_0 scaled) while
-// the next panel's rows are prefetched, and runs every 6-token tile over it: 2 weight loads, 6
+// output), as two CPU custom ops. The first packs every token's x once into contiguous [IN][6]
+// micro-panels of 6 tokens (14 with AVX-512), split over the threads. The second hands out units of
+// 16 outputs (32 with AVX-512) over a block of tokens (packed x within 4 MB) to whichever thread
+// asks next. Per chunk of 384 inputs (192 with AVX-512) a unit unpacks its weights once into an F32
+// [chunk][16] block of 24 KB in L1 (F32 copied, BF16 shifted, F16 converted, Q8_0 scaled) while the
+// next chunk's rows are prefetched, and runs every 6-token tile over it: 2 weight loads, 6
 // broadcasts and 12 FMAs per input on 12 accumulator registers (BLIS's 6x16 AVX2 layout). The
 // weights are never copied or transposed at load, and every type runs at the F32 FMA rate with its
-// own memory traffic. Threads split outputs only, so results do not depend on the thread count.
+// own memory traffic. Each output is summed by one unit in one order, so results do not depend on
+// the thread count or on which thread ran what. Handing out units instead of fixed ranges took
+// the BF16 auto-voice step's time spent waiting at ggml's barriers from 6-9% to under 1% (perf, 2
+// threads on a shared VM), with bit-identical logits.
 // Zen 3, AVX2, LM shapes (bench/linear.py, N = 550, 2 threads, shared machine): medians 117-156
 // GFLOP/s for F32, BF16, Q8_0 (one loaded round set: 91), 67-90% of the FMA peak measured in the
 // same rounds (189 quiet), 1.2-1.9x ggml's mul_mat; 175-182 at best; 1 thread 86-91% of its peak

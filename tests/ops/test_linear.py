@@ -22,6 +22,8 @@ CASES = [
     (13, 520, [33, 16, 100]),
     (29, 264, [5]),
     (6, 2 * 384 + 8 + 3, [48]),
+    # Past 4 MB of packed x the tokens run in blocks (here 2 of 516 or 518: whole tiles).
+    (1031, 1024, [37, 16]),
 ]
 TYPES = ["F32", "F16", "BF16", "Q8_0"]
 # K-quant rows are whole super-blocks of 256 (their chunks too): several chunks, every tail else.
@@ -50,11 +52,13 @@ def test_linear_matches_numpy(simd_build: str, n: int, n_in: int, outs: list[int
 
 
 @pytest.mark.parametrize("wtype", ["F32", "Q8_0", "Q4_K"])
-def test_linear_does_not_depend_on_thread_count(simd_build: str, wtype: str) -> None:
-    # Threads split the outputs, never the inputs: each output sums its inputs in one order.
+@pytest.mark.parametrize("n", [31, 1031])
+def test_linear_does_not_depend_on_thread_count(simd_build: str, wtype: str, n: int) -> None:
+    # Threads take units of outputs over token blocks, never a share of the inputs: each output
+    # sums its inputs in one order whichever thread runs it (1031 tokens: two blocks).
     rng = np.random.default_rng(9)
-    x = rng.standard_normal((31, 512)).astype(np.float32)
-    ws = weights_for(rng, 512, [70, 45])
+    x = rng.standard_normal((n, 1024)).astype(np.float32)
+    ws = weights_for(rng, 1024, [70, 45])
     one = _core.testing.op_linear(x, ws, [wtype] * 2, 1)
     for n_threads in (2, 3, 4):
         np.testing.assert_array_equal(_core.testing.op_linear(x, ws, [wtype] * 2, n_threads), one)
