@@ -2,7 +2,7 @@
 // y = W x for weights in the GGUF's own layout ([IN, OUT] in ggml order: one row of IN values per
 // output), as two CPU custom ops. The first packs every token's x once into contiguous [IN][6]
 // micro-panels of 6 tokens (14 with AVX-512), split over the threads. The second hands out units of
-// 16 outputs (32 with AVX-512) over a block of tokens (packed x within 4 MB) to whichever thread
+// 16 outputs (32 with AVX-512) over a block of tokens (packed x within 8 MB) to whichever thread
 // asks next. Per chunk of 384 inputs (192 with AVX-512) a unit unpacks its weights once into an F32
 // [chunk][16] block of 24 KB in L1 (F32 copied, BF16 shifted, F16 converted, Q8_0 scaled) while the
 // next chunk's rows are prefetched, and runs every 6-token tile over it: 2 weight loads, 6

@@ -22,8 +22,8 @@ CASES = [
     (13, 520, [33, 16, 100]),
     (29, 264, [5]),
     (6, 2 * 384 + 8 + 3, [48]),
-    # Past 4 MB of packed x the tokens run in blocks (here 2 of 516 or 518: whole tiles).
-    (1031, 1024, [37, 16]),
+    # Past 8 MB of packed x the tokens run in blocks (here 2 of 516 or 518: whole tiles).
+    (1031, 2048, [37, 16]),
 ]
 TYPES = ["F32", "F16", "BF16", "Q8_0"]
 # K-quant rows are whole super-blocks of 256 (their chunks too): several chunks, every tail else.
@@ -57,8 +57,8 @@ def test_linear_does_not_depend_on_thread_count(simd_build: str, wtype: str, n: 
     # Threads take units of outputs over token blocks, never a share of the inputs: each output
     # sums its inputs in one order whichever thread runs it (1031 tokens: two blocks).
     rng = np.random.default_rng(9)
-    x = rng.standard_normal((n, 1024)).astype(np.float32)
-    ws = weights_for(rng, 1024, [70, 45])
+    x = rng.standard_normal((n, 2048)).astype(np.float32)
+    ws = weights_for(rng, 2048, [70, 45])
     one = _core.testing.op_linear(x, ws, [wtype] * 2, 1)
     for n_threads in (2, 3, 4):
         np.testing.assert_array_equal(_core.testing.op_linear(x, ws, [wtype] * 2, n_threads), one)
