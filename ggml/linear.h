@@ -9,9 +9,11 @@
 // broadcasts and 12 FMAs per input on 12 accumulator registers (BLIS's 6x16 AVX2 layout). The
 // weights are never copied or transposed at load, and every type runs at the F32 FMA rate with its
 // own memory traffic. Each output is summed by one unit in one order, so results do not depend on
-// the thread count or on which thread ran what. Handing out units instead of fixed ranges took
-// the BF16 auto-voice step's time spent waiting at ggml's barriers from 6-9% to under 1% (perf, 2
-// threads on a shared VM), with bit-identical logits.
+// the thread count or on which thread ran what. Handing out units instead of fixed ranges (with
+// ov_attention doing the same) took the BF16 auto-voice step's samples in ggml's barriers from
+// 6-9% to under 1% (perf, 2 threads), logits bit-identical; beside a busy process, 2 threads went
+// from 7.6 to 6.1-6.5 s per step, while a quiet machine's step stayed within noise (24 alternated
+// runs: new/old 1.02, 0.92-1.18).
 // Zen 3, AVX2, LM shapes (bench/linear.py, N = 550, 2 threads, shared machine): medians 117-156
 // GFLOP/s for F32, BF16, Q8_0 (one loaded round set: 91), 67-90% of the FMA peak measured in the
 // same rounds (189 quiet), 1.2-1.9x ggml's mul_mat; 175-182 at best; 1 thread 86-91% of its peak
