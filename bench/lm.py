@@ -5,11 +5,12 @@ shape (cond 1900 + uncond 350), with the full-size random LM. Ours runs the pack
 (cond S + uncond T tokens) from omnivoice-base-{F32,BF16,Q8_0}.gguf (--types adds Q4_K_M, e.g.
 omnivoice.cpp's file or `omnivoice-convert --outtype Q4_K_M`, in --gguf-dir); the reference runs
 upstream's padded [2, 8, S] batch with its 4-D bool mask in float32 and bfloat16, in its own venv
-(--ref-python) through bench/lm_ref.py. Prints median seconds of --repeats runs, the ratios
-ours / PyTorch, our achieved GFLOP/s next to ggml's own matmul rate (weight hidden x ffn), and
-each type's logits' max relative difference from the reference's float32 ones.
+(--ref-python) through bench/lm_ref.py, in --rounds rounds of ours then the reference. Prints
+median seconds of all runs, the ratios ours / PyTorch (per round: median and range), our
+achieved GFLOP/s next to ggml's own matmul rate (weight hidden x ffn), and each type's logits'
+max relative difference from the reference's float32 ones.
 
-    python -P bench/lm.py [--gguf-dir ...] [--hf-dir ...] [--shapes auto,clone] [--threads 2]
+    python -P bench/lm.py [--gguf-dir ...] [--hf-dir ...] [--shapes auto,clone] [--threads 2] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs per measurement at the auto-voice shape")
     parser.add_argument("--clone-repeats", type=int, default=1, help="runs per measurement at the cloning shape")
     parser.add_argument("--no-ref", action="store_true", help="time ours only")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="rounds of ours then the reference; ratios are per round (median and range)")
     parser.add_argument("--ref-dtypes", default="float32,bfloat16",
                         help="PyTorch dtypes to time; include float32 (the logits compare against it)")
     args = parser.parse_args()
@@ -95,45 +98,57 @@ def main() -> None:
             s_len, t_len, n_ref = SHAPES[shape]
             repeats = args.repeats if shape == "auto" else args.clone_repeats
             segments = [(s_len, s_len - t_len, t_len), (t_len, 0, t_len)]
-            ours, logits, mm, rss, ids = {}, {}, {}, {}, None
-            for wtype in types:  # one model in memory at a time
-                lm = _core.LM(str(args.gguf_dir / f"omnivoice-base-{wtype}.gguf"), backend)
-                if ids is None:
-                    ids, mask = make_inputs(lm, s_len, t_len, n_ref, rng)
-                    np.savez(Path(tmp) / "inputs.npz", ids=ids, mask=mask, t_len=t_len)
-                packed_ids = np.concatenate([ids, ids[:, -t_len:]], axis=1)
-                packed_mask = np.concatenate([mask, mask[-t_len:]])
-                session = lm.session(segments)
-                # The warm-up call pages the weights in.
-                ours[wtype], logits[wtype] = time_calls(lambda: session.forward(packed_ids, packed_mask), repeats)
-                rss[wtype] = resident_kb() / 1e6  # GB: touched weights, buffers, Python
-                # The yardstick right after our runs, so both see the same load on a shared machine.
-                mm[wtype] = matmul_gflops(wtype, lm.hidden_size, lm.intermediate_size, 512, args.threads)
-                flops = step_flops(lm, segments)
-                del lm
+            # Per round: each of our types, then the reference, so every round's ratio compares
+            # runs that saw the same load.
+            ours, logits, mm, rss, ids = {t: [] for t in types}, {}, {}, {}, None
+            refs: list[dict] = []
+            for _ in range(args.rounds):
+                for wtype in types:  # one model in memory at a time
+                    lm = _core.LM(str(args.gguf_dir / f"omnivoice-base-{wtype}.gguf"), backend)
+                    if ids is None:
+                        ids, mask = make_inputs(lm, s_len, t_len, n_ref, rng)
+                        np.savez(Path(tmp) / "inputs.npz", ids=ids, mask=mask, t_len=t_len)
+                    packed_ids = np.concatenate([ids, ids[:, -t_len:]], axis=1)
+                    packed_mask = np.concatenate([mask, mask[-t_len:]])
+                    session = lm.session(segments)
+                    # The warm-up call pages the weights in.
+                    times, logits[wtype] = time_calls(lambda: session.forward(packed_ids, packed_mask), repeats)
+                    ours[wtype].append(times)
+                    rss[wtype] = resident_kb() / 1e6  # GB: touched weights, buffers, Python
+                    # The yardstick right after our runs, so both see the same load on a shared machine.
+                    mm[wtype] = matmul_gflops(wtype, lm.hidden_size, lm.intermediate_size, 512, args.threads)
+                    flops = step_flops(lm, segments)
+                    del lm
+                if not args.no_ref:
+                    # At the cloning shape a PyTorch run takes about a minute: a warm-up's overhead is noise.
+                    refs.append(reference(args, Path(tmp) / "inputs.npz", repeats, int(shape == "auto"),
+                                          Path(tmp) / "ref_logits.npy"))
             print(f"\n{shape}: cond {s_len} + uncond {t_len} tokens ({flops / 1e9:.0f} GFLOP packed), "
-                  f"{args.threads} threads")
+                  f"{args.threads} threads, {args.rounds} round(s)")
             for wtype in types:
-                rate = flops / statistics.median(ours[wtype]) / 1e9
-                print(f"  ours {wtype:5s} {runs_text(ours[wtype])}  {rate:5.0f} GFLOP/s; ggml's matmul "
-                      f"{mm[wtype]:.0f} GFLOP/s (weight hidden x ffn, 512 tokens): {rate / mm[wtype]:.0%}; "
+                runs = [t for times in ours[wtype] for t in times]
+                rate = flops / statistics.median(runs) / 1e9
+                print(f"  ours {wtype:5s} {runs_text(runs)}  {rate:5.0f} GFLOP/s; ggml's matmul "
+                      f"{mm[wtype]:.0f} GFLOP/s (weight hidden x ffn, 512 tokens, last round): {rate / mm[wtype]:.0%}; "
                       f"RSS {rss[wtype]:.2f} GB for a {gguf_gb(args.gguf_dir, wtype):.2f} GB GGUF")
             if args.no_ref:
                 continue
-            # At the cloning shape a PyTorch run takes about a minute: a warm-up's overhead is noise.
-            warmup = int(shape == "auto")
-            ref = reference(args, Path(tmp) / "inputs.npz", repeats, warmup, Path(tmp) / "ref_logits.npy")
             ref_logits = np.load(Path(tmp) / "ref_logits.npy")
-            dtypes = [d for d in ("float32", "bfloat16") if d in ref]
+            dtypes = [d for d in ("float32", "bfloat16") if d in refs[0]]
             for d in dtypes:
-                print(f"  pytorch {d:8s} {runs_text(ref[d]['times_s'])}   [2, 8, {s_len}] padded")
+                runs = [t for ref in refs for t in ref[d]["times_s"]]
+                print(f"  pytorch {d:8s} {runs_text(runs)}   [2, 8, {s_len}] padded")
             for wtype in types:
-                ratios = (f"{statistics.median(ours[wtype]) / ref[d]['median_s']:.2f}" for d in dtypes)
-                print(f"  ratio ours {wtype} / pytorch: " + " / ".join(ratios) + f"  (vs {' / '.join(dtypes)})")
+                # Per round: our median over the reference's median of the same round.
+                texts = []
+                for d in dtypes:
+                    per_round = [statistics.median(o) / r[d]["median_s"] for o, r in zip(ours[wtype], refs)]
+                    spread = f" ({min(per_round):.2f}-{max(per_round):.2f})" if len(per_round) > 1 else ""
+                    texts.append(f"{statistics.median(per_round):.2f}{spread}")
+                print(f"  ratio ours {wtype} / pytorch: " + " / ".join(texts) + f"  (vs {' / '.join(dtypes)}; per round)")
             for wtype in types:
                 err = np.abs(logits[wtype] - ref_logits).max() / np.abs(ref_logits).max()
                 print(f"  logits {wtype} vs pytorch float32: max rel diff {err:.1e}")
-
 
 if __name__ == "__main__":
     main()
