@@ -21,7 +21,6 @@ namespace {
 // tile starts per weight: on Zen 3, 1 thread, best of 12 at the LM's shapes, 384 inputs reached
 // 86-91% of the FMA peak against 83-90% at 256, 82-85% at 192 and 80-85% at 128.
 constexpr int64_t kPanelBytes = 24 * 1024;
-constexpr int64_t kMaxChunk = kPanelBytes / (16 * sizeof(float));  // the narrowest panel's chunk
 constexpr int64_t kPanelFloats = 256 * 32;  // room for the largest panel: a K-quant chunk x 32
 constexpr int kQ8Block = 32;  // Q8_0: an F16 scale, then 32 int8 values
 // K-quants (Q4_K, Q5_K, Q6_K): super-blocks of 256, so their chunks are 256 inputs (panels of 16 KB
@@ -226,11 +225,6 @@ __attribute__((always_inline)) inline void tile(const float * panel, const float
     }
 }
 
-// Per-thread scratch: one weight panel (kPanelBytes).
-struct Scratch {
-    float * panel;
-};
-
 // The bytes of rows [r0, r0 + P) of a weight that hold inputs [k0, k0 + kc), fetched into cache a
 // few lines at a time while the panel before them computes, so that packing does not wait on
 // memory (each weight byte is read once per call: the weights stream from DRAM).
@@ -263,32 +257,33 @@ struct PanelPrefetch {
     }
 };
 
-// Where a thread's next panel starts, so that its first chunk is fetched while this one ends.
+// Where a thread's next unit starts, so that its first chunk is fetched while this one ends.
 struct NextPanel {
-    const Weight * w = nullptr;  // none when the thread has no panel left
+    const Weight * w = nullptr;  // none when the thread has no unit left
     int64_t r0 = 0;
 };
 
-// Outputs [r0, r0 + P) of weight w for every token, chunk by chunk of the inputs: each chunk of
-// the weights is unpacked once into the panel while the next chunk (or the next panel's first) is
-// prefetched, and every tile of tokens runs over it. Chunks add to y in input order, whichever
+// Outputs [r0, r0 + P) of weight w for tokens [t0, t1) (whole tiles from t0), chunk by chunk of
+// the inputs: each chunk of the weights is unpacked once into `panel` while the next chunk (or the
+// next unit's first) is prefetched, and every tile of those tokens runs over it. Chunks add to y in input order, whichever
 // thread computes the panel: results do not depend on the thread count or timing.
 template <int L, int NV, int RT, typename Pack, int64_t chunk>
 __attribute__((always_inline)) inline void linear_panel(const LinearArgs & a, const Weight & w, int64_t r0,
                                                         int64_t t0, int64_t t1, const NextPanel & next,
-                                                        const Scratch & s) {
+                                                        float * panel) {
     constexpr int P = NV * L;
     const int64_t n_tiles = (t1 - t0 + RT - 1) / RT;
-    static_assert(chunk % kQ8Block == 0 && chunk <= kMaxChunk && chunk * P <= kPanelFloats,
-                  "chunks hold whole Q8_0 blocks and fit the scratch");
+    static_assert(chunk % kQ8Block == 0 && chunk * P <= kPanelFloats,
+                  "chunks hold whole Q8_0 blocks and fit the panel");
     const int cols = w.rows - r0 < P ? (int) (w.rows - r0) : P;
     float * c = a.y + w.out_offset + r0;
     for (int64_t k0 = 0; k0 < a.n_in; k0 += chunk) {
         const int64_t kc = a.n_in - k0 < chunk ? a.n_in - k0 : chunk;
-        Pack::pack(w, r0, k0, kc, s.panel);
+        Pack::pack(w, r0, k0, kc, panel);
         PanelPrefetch ahead;
         if (k0 + chunk < a.n_in) {
-            ahead = PanelPrefetch(w, a.n_in, r0, P, k0 + chunk, a.n_in - k0 - chunk < chunk ? a.n_in - k0 - chunk : chunk);
+            const int64_t kc_next = a.n_in - k0 - chunk < chunk ? a.n_in - k0 - chunk : chunk;
+            ahead = PanelPrefetch(w, a.n_in, r0, P, k0 + chunk, kc_next);
         } else if (next.w) {
             ahead = PanelPrefetch(*next.w, a.n_in, next.r0, P, 0, a.n_in < chunk ? a.n_in : chunk);
         }
@@ -301,7 +296,7 @@ __attribute__((always_inline)) inline void linear_panel(const LinearArgs & a, co
                 __builtin_prefetch(c + (t + RT + r) * a.y_stride, 1);
                 __builtin_prefetch(c + (t + RT + r) * a.y_stride + P - 1, 1);
             }
-            tile<L, NV, RT>(s.panel, a.xp + t * a.n_in + k0 * RT, kc, c + t * a.y_stride, a.y_stride, rows, cols,
+            tile<L, NV, RT>(panel, a.xp + t * a.n_in + k0 * RT, kc, c + t * a.y_stride, a.y_stride, rows, cols,
                             k0 > 0);
         }
     }
@@ -309,23 +304,24 @@ __attribute__((always_inline)) inline void linear_panel(const LinearArgs & a, co
 
 // One build per instruction set and weight type. Register budget: RT*NV accumulators, NV weight
 // vectors and a broadcast within 16 ymm (AVX2: 6x2) or 32 zmm (AVX-512: 14x2, 32 outputs).
-using PanelFn = void (*)(const LinearArgs &, const Weight &, int64_t, int64_t, int64_t, const NextPanel &,
-                         const Scratch &);
+// Each unpacks into `panel`, the thread's scratch of kPanelFloats.
+using PanelFn = void (*)(const LinearArgs &, const Weight &, int64_t, int64_t, int64_t, const NextPanel &, float *);
 
 // Tokens per tile and outputs per panel of each build.
 constexpr int kTileRows[] = {2, 6, 14};
 constexpr int kPanelWidth[] = {16, 16, 32};
 
 template <ggml_type T>
-void panel_base(const LinearArgs & a, const Weight & w, int64_t r0, int64_t t0, int64_t t1, const NextPanel & next, const Scratch & s) {
-    linear_panel<4, 4, 2, PackOf<T, 16, PackPlain>, chunk_of<T, 16>>(a, w, r0, t0, t1, next, s);
+void panel_base(const LinearArgs & a, const Weight & w, int64_t r0, int64_t t0, int64_t t1, const NextPanel & next,
+                float * panel) {
+    linear_panel<4, 4, 2, PackOf<T, 16, PackPlain>, chunk_of<T, 16>>(a, w, r0, t0, t1, next, panel);
 }
 
 #if OV_X86
 template <ggml_type T>
 OV_TARGET_AVX2 void panel_avx2(const LinearArgs & a, const Weight & w, int64_t r0, int64_t t0, int64_t t1,
-                               const NextPanel & next, const Scratch & s) {
-    linear_panel<8, 2, 6, PackOf<T, 16, PackAvx2>, chunk_of<T, 16>>(a, w, r0, t0, t1, next, s);
+                               const NextPanel & next, float * panel) {
+    linear_panel<8, 2, 6, PackOf<T, 16, PackAvx2>, chunk_of<T, 16>>(a, w, r0, t0, t1, next, panel);
 }
 
 // Not run on the development machine (Zen 3, no AVX-512): the same template as the AVX2 build,
@@ -333,8 +329,8 @@ OV_TARGET_AVX2 void panel_avx2(const LinearArgs & a, const Weight & w, int64_t r
 template <ggml_type T>
 __attribute__((target("arch=x86-64-v4"))) void panel_avx512(const LinearArgs & a, const Weight & w, int64_t r0,
                                                             int64_t t0, int64_t t1, const NextPanel & next,
-                                                            const Scratch & s) {
-    linear_panel<16, 2, 14, PackOf<T, 32, PackAvx2>, chunk_of<T, 32>>(a, w, r0, t0, t1, next, s);
+                                                            float * panel) {
+    linear_panel<16, 2, 14, PackOf<T, 32, PackAvx2>, chunk_of<T, 32>>(a, w, r0, t0, t1, next, panel);
 }
 #endif
 
@@ -372,13 +368,13 @@ constexpr int64_t kXBlockBytes = 8 << 20;
 // The head of the packed-x tensor, before the tiles: written by the pack op, read by the product.
 struct alignas(64) PackedHeader {
     int64_t isa;                 // the OvIsa the tiles were packed for (the cap may change between graphs)
-    std::atomic<int64_t> claim;  // the next panel to hand out
+    std::atomic<int64_t> claim;  // the next unit to hand out
 };
 constexpr int64_t kHeaderFloats = sizeof(PackedHeader) / sizeof(float);
 static_assert(sizeof(PackedHeader) % 64 == 0 && std::atomic<int64_t>::is_always_lock_free);
 
 // dst = the packed-x tensor, dst->src[0] = x [IN, N]. Threads pack contiguous ranges of tiles;
-// thread 0 also resets the panel counter, which the graph's barrier publishes to the product.
+// thread 0 also resets the unit counter, which the graph's barrier publishes to the product.
 void pack_x_compute(ggml_tensor * dst, int ith, int nth, void *) {
     const ggml_tensor * x = dst->src[0];
     auto * head = (PackedHeader *) dst->data;
@@ -398,10 +394,10 @@ void pack_x_compute(ggml_tensor * dst, int ith, int nth, void *) {
     else pack_tiles<14>(xd, x_stride, n_in, n_tok, t0, t1, xp);
 }
 
-// dst->src = {packed x, weights...}. The panels of all weights, in order, go to whichever thread
-// asks next (one atomic counter), so a thread slowed by other work on its core takes fewer of them
-// instead of holding the others at the graph's barrier. Each thread claims its next panel before
-// computing the current one, to prefetch it.
+// dst->src = {packed x, weights...}. The units (a panel of any weight over one token block), in
+// order, go to whichever thread asks next (one atomic counter), so a thread slowed by other work on
+// its core takes fewer of them instead of holding the others at the graph's barrier. Each thread
+// claims its next unit before computing the current one, to prefetch its weights.
 void linear_compute(ggml_tensor * dst, int, int, void *) {
     const ggml_tensor * packed = dst->src[0];
     auto * head = (PackedHeader *) packed->data;
@@ -423,8 +419,8 @@ void linear_compute(ggml_tensor * dst, int, int, void *) {
         fns.push_back(pick_for(w->type, isa));
         panel_start.push_back(panel_start.back() + (w->ne[1] + width - 1) / width);
     }
-    thread_local std::vector<float> scratch_mem;
-    const Scratch scratch = {ov_aligned_floats(scratch_mem, kPanelFloats)};
+    thread_local std::vector<float> panel_mem;
+    float * panel = ov_aligned_floats(panel_mem, kPanelFloats);
 
     // Unit u: panel u % n_panels over token block u / n_panels. Panel p: weight index, first row.
     const auto locate = [&](int64_t p, size_t * wi) {
@@ -448,7 +444,7 @@ void linear_compute(ggml_tensor * dst, int, int, void *) {
             next.w = &a.weights[wn];
         }
         const int64_t t0 = u / n_panels * block, t1 = t0 + block < a.n_tok ? t0 + block : a.n_tok;
-        fns[wi](a, a.weights[wi], r0, t0, t1, next, scratch);
+        fns[wi](a, a.weights[wi], r0, t0, t1, next, panel);
         u = u_next;
     }
 }
