@@ -14,6 +14,7 @@
 
 #include "attention.h"
 #include "bindings/registry.h"
+#include "custom_op.h"
 #include "direct_conv.h"
 #include "gelu_erf.h"
 #include "isa.h"
@@ -269,7 +270,7 @@ std::vector<double> linear_seconds(const F32Array & x, const std::vector<F32Arra
     return seconds;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#if OV_X86
 // 12 independent chains of 8-wide FMAs on registers only (12 covers Zen 3's 2 FMA pipes x 4
 // cycles of latency with room): the CPU's F32 FMA peak per thread, the yardstick of linear_seconds.
 __attribute__((target("arch=x86-64-v3"))) void fma_chains(int64_t iterations) {
@@ -298,7 +299,7 @@ __attribute__((target("arch=x86-64-v3"))) void fma_chains(int64_t iterations) {
 // GFLOP/s of fma_chains on n_threads threads at once for about `seconds` (bench/linear.py's
 // peak yardstick, measured between its rounds so both see the same load).
 double fma_peak_gflops(int n_threads, double seconds) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if OV_X86
     if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
         throw ov::InvalidInput("fma_peak_gflops: this CPU has no AVX2 FMA");
     }
@@ -397,8 +398,8 @@ void bind_ops(py::module_ & m) {
         [](const F32Array & x, const std::vector<F32Array> & weights, const std::vector<std::string> & wtypes,
            int n_threads, bool mul_mat) { return linear(x, weights, wtypes, n_threads, mul_mat); },
         "x"_a, "weights"_a, "wtypes"_a, "n_threads"_a = 2, "mul_mat"_a = false,
-        "The packed linear op on x (N, IN) and weights (OUT_i, IN) stored as wtypes[i] (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K) "
-        "-> (N, sum OUT_i); with mul_mat, ggml's own op on the one weight instead (for tests).");
+        "The packed linear op on x (N, IN) and weights (OUT_i, IN) stored as wtypes[i] (F32, F16, BF16, Q8_0, "
+        "Q4_K, Q5_K, Q6_K) -> (N, sum OUT_i); with mul_mat, ggml's own op on the one weight instead (for tests).");
     m.def("linear_seconds", &linear_seconds, "x"_a, "weights"_a, "wtypes"_a, "n_threads"_a = 2, "mul_mat"_a = false,
           "repeats"_a = 5, "Wall seconds of each of `repeats` computes of op_linear's graph (for benchmarks).");
     m.def("fma_peak_gflops", &fma_peak_gflops, "n_threads"_a = 2, "seconds"_a = 0.05,
