@@ -1,7 +1,16 @@
-"""The tiny codec as the codec parity tests share it: through the public API and the core."""
+"""The compute paths every parity test runs on, and the tiny codec as the codec tests share it
+(through the public API and the core).
+
+Paths: our CPU ops ("custom-ops"), the stock ggml ops forced on the CPU ("stock-ops"), every GPU
+ggml sees (by its name, "CUDA0"), OMNIVOICE_TEST_DEVICE when set, and ggml's RPC backend ("rpc") through an omnivoice-rpc-server
+that the session starts on 127.0.0.1: a device with buffers of its own that no custom op can
+reach, so the weights are copied there, the graphs take the stock-op path and the results are
+read back, as on a GPU.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -16,8 +25,26 @@ def tok(tiny_codec_gguf: Path) -> AudioTokenizer:
     return AudioTokenizer.from_file(tiny_codec_gguf, n_threads=1)
 
 
-@pytest.fixture(scope="session", params=[False, True], ids=["custom-ops", "stock-ops"])
-def core(tiny_codec_gguf: Path, request: pytest.FixtureRequest) -> _core.Codec:
-    """The core codec, for what the public API does not expose (intermediates, Snake form), with
-    our CPU ops and with the stock ggml ops a GPU backend takes."""
-    return _core.Codec(str(tiny_codec_gguf), _core.Backend(1, stock_ops=request.param))
+def device_paths() -> list[str]:
+    gpus = [d for d in _core.Backend.devices() if d != "CPU" and not d.startswith("rpc://")]
+    extra = os.environ.get("OMNIVOICE_TEST_DEVICE", "")  # one more, e.g. a remote rpc://HOST:PORT (bench/gpu.sh)
+    paths = ["custom-ops", "stock-ops", *gpus, *(["rpc"] if _core.Backend.has_rpc else [])]
+    return paths + ([extra] if extra and extra not in gpus and extra.lower() != "cpu" else [])
+
+
+@pytest.fixture(scope="session", params=device_paths())
+def device_backend(request: pytest.FixtureRequest) -> _core.Backend:
+    """A backend of each compute path. One thread: the tiny models gain nothing from more, and
+    threads that wait on each other are slow when the cores are shared with other jobs."""
+    if request.param in ("custom-ops", "stock-ops"):
+        return _core.Backend(1, device="cpu", stock_ops=request.param == "stock-ops")
+    if request.param == "rpc":
+        return _core.Backend(1, device=request.getfixturevalue("rpc_device"))
+    return _core.Backend(1, device=request.param)
+
+
+@pytest.fixture(scope="session")
+def core(tiny_codec_gguf: Path, device_backend: _core.Backend) -> _core.Codec:
+    """The core codec on each compute path, for what the public API does not expose
+    (intermediates, Snake form)."""
+    return _core.Codec(str(tiny_codec_gguf), device_backend)
