@@ -23,8 +23,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import soundfile as sf
 
-from omnivoice import AudioTokenizer, Backend, DeviceError, OmniVoice
+from omnivoice import AudioTokenizer, Backend, DeviceError, OmniVoice, _core, save_codes
 from omnivoice.codec_cli import main as codec_cli
 
 CHILD_TIMEOUT_S = 120
@@ -158,9 +159,7 @@ def test_busy_server_is_an_error_not_a_wait(start_rpc_server, tiny_codec_gguf: P
         server.stop()
 
 
-def _codec(path: Path, backend: Backend):
-    from omnivoice import _core
-
+def _codec(path: Path, backend: Backend) -> _core.Codec:
     return _core.Codec(str(path), backend)
 
 
@@ -233,3 +232,22 @@ def test_rpc_server_cli_errors(capsys: pytest.CaptureFixture[str]) -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         assert rpc_cli(["--port", str(taken.getsockname()[1])]) == 1
     assert "cannot listen on 127.0.0.1:" in capsys.readouterr().err
+
+
+@needs_rpc
+def test_device_through_the_api_and_the_codec_cli(rpc_device: str, tiny_model_dir: Path, tiny_codec_gguf: Path,
+                                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # generate() end to end on the RPC device: the same arithmetic as the CPU's stock-op path.
+    kwargs = dict(language="English", duration=1.0, num_step=4, seed=0)
+    remote = OmniVoice.from_pretrained(tiny_model_dir, n_threads=1, device=rpc_device)
+    assert remote.backend.device == rpc_device and remote.backend.stock_ops
+    monkeypatch.setenv("OMNIVOICE_STOCK_OPS", "1")
+    local = OmniVoice.from_pretrained(tiny_model_dir, n_threads=1, device="cpu")
+    np.testing.assert_array_equal(remote.generate("Hello there.", **kwargs)[0], local.generate("Hello there.", **kwargs)[0])
+
+    codes = np.random.default_rng(0).integers(0, 1024, (8, 20)).astype(np.int32)
+    save_codes(tmp_path / "c.ovrq", codes)
+    for device, out in (("cpu", "cpu.wav"), (rpc_device, "rpc.wav")):
+        assert codec_cli(["--model", str(tiny_codec_gguf), "-i", str(tmp_path / "c.ovrq"), "-o", str(tmp_path / out),
+                          "--format", "wav32", "--device", device]) == 0
+    np.testing.assert_allclose(sf.read(tmp_path / "rpc.wav")[0], sf.read(tmp_path / "cpu.wav")[0], rtol=0, atol=1e-4)
