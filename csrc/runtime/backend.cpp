@@ -1,8 +1,17 @@
 #include "runtime/backend.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,17 +22,6 @@
 #include <thread>
 
 #include "ggml-cpu.h"
-
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdint>
-
 #include "ggml-rpc.h"  // installed by every libggml build; the functions are looked up at run time
 
 namespace ov {
@@ -57,10 +55,13 @@ static std::mutex g_rpc_mutex;
 static std::set<std::string> g_rpc_endpoints;
 static std::map<std::string, int> g_rpc_live;  // endpoint -> live Backends on it
 
+// The endpoints in use, as the device that failed: ggml's abort message does not say which.
 static std::string rpc_endpoints_text() {
     std::lock_guard<std::mutex> lock(g_rpc_mutex);
     std::string out;
-    for (const std::string & e : g_rpc_endpoints) out += (out.empty() ? "" : ", ") + (kRpcScheme + e);
+    for (const auto & [e, n] : g_rpc_live) {
+        if (n > 0) out += (out.empty() ? "" : ", ") + (kRpcScheme + e);
+    }
     return out.empty() ? std::string("rpc://?") : out;
 }
 
@@ -309,14 +310,21 @@ void Backend::set_n_threads(int n_threads) {
 
 void Backend::compute(ggml_cgraph * graph) {
     if (stock_ops_) {
-        // A custom op is a CPU callback: on a device backend it cannot run, and on a forced CPU
-        // one it would make the stock-op tests prove nothing.
         for (int i = 0; i < ggml_graph_n_nodes(graph); ++i) {
             const ggml_tensor * node = ggml_graph_node(graph, i);
             const ggml_op op = node->op;
+            // A custom op is a CPU callback: on a device backend it cannot run, and on a forced CPU
+            // one it would make the stock-op tests prove nothing.
             if (op == GGML_OP_CUSTOM || op == GGML_OP_MAP_CUSTOM1 || op == GGML_OP_MAP_CUSTOM2 ||
                 op == GGML_OP_MAP_CUSTOM3) {
                 throw std::logic_error(std::string("stock-op graph holds the custom op ") + ggml_get_name(node));
+            }
+            // Graphs run on one backend, without ggml's scheduler: an op the device refuses is an
+            // error naming it rather than a crash inside the backend. (ggml-rpc 0.20.2 accepts
+            // every op; its server's backend decides.)
+            if (!is_cpu() && !ggml_backend_supports_op(backend_, node)) {
+                throw std::runtime_error("ggml device " + device_ + " cannot run " + ggml_op_desc(node) + " (" +
+                                         ggml_get_name(node) + ") with these types");
             }
         }
     }

@@ -203,15 +203,7 @@ Qwen3Session::Qwen3Session(std::shared_ptr<const Qwen3Model> model, std::vector<
     build_graph();
     if (guidance_scale) build_scoring(*guidance_scale);
 
-    ggml_backend_t backend = model_->backend()->get();
-    for (int i = 0; i < ggml_graph_n_nodes(graph_); ++i) {
-        ggml_tensor * node = ggml_graph_node(graph_, i);
-        if (!ggml_backend_supports_op(backend, node)) {
-            throw std::runtime_error(std::string("ggml backend ") + ggml_backend_name(backend) + " cannot run " +
-                                     ggml_op_desc(node) + " (" + ggml_get_name(node) + ") with these types");
-        }
-    }
-    allocr_ = ggml_gallocr_new(ggml_backend_get_default_buffer_type(backend));
+    allocr_ = ggml_gallocr_new(ggml_backend_get_default_buffer_type(model_->backend()->get()));
     if (!allocr_ || !ggml_gallocr_alloc_graph(allocr_, graph_)) {
         throw std::runtime_error("ggml: cannot allocate the compute buffer of the LM graph");
     }
