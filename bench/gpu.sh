@@ -73,8 +73,7 @@ print('device:', b.device, '(' + b.name + ')', 'stock ops' if b.stock_ops else '
 if [ "${PARITY:-1}" = 1 ]; then
   echo "== parity tests on every device present, and on $DEVICE"
   # tests/parity/conftest.py adds OMNIVOICE_TEST_DEVICE to the devices it parametrises.
-  OMNIVOICE_TEST_DEVICE=$DEVICE "$VENV/bin/pytest" -q tests/parity/test_parity_lm.py \
-    tests/parity/test_parity_codec_decode.py tests/parity/test_parity_codec_encode.py tests/parity/test_generate_tiny.py
+  OMNIVOICE_TEST_DEVICE=$DEVICE "$VENV/bin/pytest" -q tests/parity/omnivoice
 fi
 
 echo "== real-time factor on $DEVICE: 10 s utterance, $STEPS steps (generate() wall time / 10 s)"

@@ -1,33 +1,25 @@
-"""The compute paths every parity test runs on, and the tiny codec as the codec tests share it
-(through the public API and the core).
+"""The compute paths every parity test of every family runs on (``device_backend``).
 
 Paths: our CPU ops ("custom-ops"), the stock ggml ops forced on the CPU ("stock-ops"), every GPU
-ggml sees (by its name, "CUDA0"), OMNIVOICE_TEST_DEVICE when set, and ggml's RPC backend ("rpc") through an omnivoice-rpc-server
-that the session starts on 127.0.0.1: a device with buffers of its own that no custom op can
-reach, so the weights are copied there, the graphs take the stock-op path and the results are
-read back, as on a GPU.
+ggml sees (by its name, "CUDA0"), OMNIVOICE_TEST_DEVICE when set (bench/gpu.sh: a remote
+rpc://HOST:PORT, say), and ggml's RPC backend ("rpc") through an omnivoice-rpc-server that the
+session starts on 127.0.0.1: a device with buffers of its own that no custom op can reach, so the
+weights are copied there, the graphs take the stock-op path and the results are read back, as on
+a GPU.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
 from omnivoice import _core
-from omnivoice.audio_tokenizer import AudioTokenizer
-
-
-@pytest.fixture(scope="session")
-def tok(tiny_codec_gguf: Path) -> AudioTokenizer:
-    # One thread: the tiny codec gains little from more on shared cores.
-    return AudioTokenizer.from_file(tiny_codec_gguf, n_threads=1)
 
 
 def device_paths() -> list[str]:
     gpus = [d for d in _core.Backend.devices() if d != "CPU" and not d.startswith("rpc://")]
-    extra = os.environ.get("OMNIVOICE_TEST_DEVICE", "")  # one more, e.g. a remote rpc://HOST:PORT (bench/gpu.sh)
+    extra = os.environ.get("OMNIVOICE_TEST_DEVICE", "")
     paths = ["custom-ops", "stock-ops", *gpus, *(["rpc"] if _core.Backend.has_rpc else [])]
     return paths + ([extra] if extra and extra not in gpus and extra.lower() != "cpu" else [])
 
@@ -41,10 +33,3 @@ def device_backend(request: pytest.FixtureRequest) -> _core.Backend:
     if request.param == "rpc":
         return _core.Backend(1, device=request.getfixturevalue("rpc_device"))
     return _core.Backend(1, device=request.param)
-
-
-@pytest.fixture(scope="session")
-def core(tiny_codec_gguf: Path, device_backend: _core.Backend) -> _core.Codec:
-    """The core codec on each compute path, for what the public API does not expose
-    (intermediates, Snake form)."""
-    return _core.Codec(str(tiny_codec_gguf), device_backend)
