@@ -100,8 +100,9 @@ def worker(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     model = OmniVoice.from_pretrained(str(args.gguf_dir / f"omnivoice-base-{args.worker}.gguf"),
                                       codec=str(args.gguf_dir / "omnivoice-tokenizer-F32.gguf"),
-                                      n_threads=args.threads)
+                                      n_threads=args.threads, device=args.device)
     load_s = time.perf_counter() - t0
+    load_stats = model.backend.stats()
     calls: list = []
     owner = getattr(model, "pipeline", model)  # whichever object opens the LM sessions
     owner.lm = _TimedLM(owner.lm, calls, args.logits)
@@ -121,7 +122,9 @@ def worker(args: argparse.Namespace) -> None:
 
     run(args.warmup_steps)
     calls.clear()
+    model.backend.reset_stats()
     wall, n_samples = run(args.steps)
+    stats = model.backend.stats()  # the timed generate() only
     starts = [c[1] for c in calls]
     # The same LM method with the last step's inputs, called bare.
     name, _, _, call_args, call_kwargs = calls[-1]
@@ -132,6 +135,7 @@ def worker(args: argparse.Namespace) -> None:
         "step_periods_s": np.diff(starts).tolist(), "steps": len(starts),
         "call_s": [c[2] for c in calls], "bare_s": bare, "method": name,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "device": model.backend.device, "load_transfers": load_stats, "transfers": stats,
     }))
 
 
@@ -139,7 +143,7 @@ def run_ours(args: argparse.Namespace, wtype: str, ref_audio: Path | None, logit
     """Runs worker() in a fresh process."""
     cmd = [sys.executable, "-P", __file__, "--worker", wtype, "--gguf-dir", str(args.gguf_dir),
            "--threads", str(args.threads), "--steps", str(args.steps), "--warmup-steps", str(args.warmup_steps),
-           "--bare-repeats", str(args.bare_repeats)]
+           "--bare-repeats", str(args.bare_repeats)] + (["--device", args.device] if args.device else [])
     if ref_audio:
         cmd += ["--ref-audio", str(ref_audio)]
     if logits:
@@ -201,6 +205,7 @@ def main() -> None:
     parser.add_argument("--logits-types", default="", help="our types to run also with MaskGIT scoring on "
                         "the logits in numpy (the path before in-graph scoring), e.g. BF16")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", help="our side's compute device (omnivoice.Backend.devices(), rpc://HOST:PORT)")
     parser.add_argument("--steps", type=int, default=32)
     parser.add_argument("--warmup-steps", type=int, default=2, help="steps of the untimed first generation")
     parser.add_argument("--repeats", type=int, default=3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib.metadata import version
 
 from . import _libs  # noqa: F401  (must run before _core is imported)
-from ._core import Backend, ModelFormatError
+from ._core import Backend, DeviceError, ModelFormatError
 from .models.omnivoice import (AudioTokenizer, OmniVoice, OmniVoiceGenerationConfig, VoiceClonePrompt, load_codes,
                                save_codes)
 from .streaming import AudioChunk, Cancelled, TextPiece
@@ -17,6 +17,7 @@ __all__ = [
     "AudioTokenizer",
     "Backend",
     "Cancelled",
+    "DeviceError",
     "ModelFormatError",
     "OmniVoice",
     "OmniVoiceGenerationConfig",

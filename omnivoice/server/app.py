@@ -137,7 +137,7 @@ def create_app(model: Union[OmniVoice, str, os.PathLike], settings: Optional[Ser
     if isinstance(model, OmniVoice):
         load: Callable[[], OmniVoice] = lambda: model  # noqa: E731
     else:
-        load = lambda: OmniVoice.from_pretrained(model, n_threads=settings.threads)  # noqa: E731
+        load = lambda: OmniVoice.from_pretrained(model, n_threads=settings.threads, device=settings.device)  # noqa: E731
     metrics = Metrics(lambda: engine.queue_depth)
     engine = Engine(load, settings.max_queue, settings.max_batch, settings.batch_window,
                     warm_up if settings.warmup else None, metrics.batch_size.observe)
