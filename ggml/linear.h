@@ -28,10 +28,14 @@
 bool ov_linear_supports(ggml_type type);
 
 // Whether a model should run `type` through ov_linear rather than ggml's mul_mat on this CPU: every
-// supported type, except BF16 where the CPU has AVX512-BF16 and our build may use AVX-512. There
-// ggml's vdpbf16ps GEMM beats any F32 FMA kernel (Zen 5, issue 11: 620 against an F32 peak of 514
-// GFLOP/s); a vdpbf16ps build of our own would round the activations to bf16 and is not written.
+// supported type, except BF16 where the CPU has AVX512-BF16 but our vdpbf16ps build is switched off
+// (ov_bf16_dot, isa.h): there ggml's vdpbf16ps GEMM beats any F32 FMA kernel (Zen 5, issue 11: 620
+// against an F32 peak of 514 GFLOP/s).
 bool ov_linear_preferred(ggml_type type);
+
+// What runs `type` in a model on this CPU now: "ggml mul_mat", or "ov_linear " and the build
+// ("base", "avx2", "avx512", "avx512bf16": BF16 on vdpbf16ps). For benches' reports.
+const char * ov_linear_kernel(ggml_type type);
 
 // x: [IN, N] F32 (rows may be strided); weights: 1 to 9 tensors [IN, OUT_i], each contiguous, of
 // any type ov_linear_supports (they may differ). Returns [sum OUT_i, N]: the weights' outputs
