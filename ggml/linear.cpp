@@ -369,8 +369,9 @@ __attribute__((always_inline)) inline void linear_panel(const LinearArgs & a, co
     }
 }
 
-// One build per instruction set and weight type. Register budget: RT*NV accumulators, NV weight
-// vectors and a broadcast within 16 ymm (AVX2: 6x2) or 32 zmm (AVX-512: 14x2, 32 outputs).
+// One build per instruction set and weight type, and the vdpbf16ps one for BF16. Register budget:
+// RT*NV accumulators, NV weight vectors and a broadcast within 16 ymm (AVX2: 6x2) or 32 zmm
+// (AVX-512 and vdpbf16ps: 14x2, 32 outputs).
 // Each unpacks into `panel`, the thread's scratch of kPanelFloats.
 using PanelFn = void (*)(const LinearArgs &, const Weight &, int64_t, int64_t, int64_t, const NextPanel &, float *);
 
@@ -643,8 +644,9 @@ ggml_tensor * ov_linear(ggml_context * ctx, ggml_tensor * x, const std::vector<g
         n_out += w->ne[1];
     }
     // x once for all threads, in tiles of up to 14 tokens (the widest build's; the build that
-    // computes picks its own), then the product over it: a graph node of its own, so that the
-    // barrier after it hands every thread the whole packed x.
+    // computes picks its own), in F32 and, with room for it where a weight is BF16, in bf16 pairs;
+    // then the product over it: a graph node of its own, so that the barrier after it hands every
+    // thread the whole packed x.
     bool bf16 = false, other = false;
     for (ggml_tensor * w : weights) (w->type == GGML_TYPE_BF16 ? bf16 : other) = true;
     const int64_t floats = kHeaderFloats + f32_tiles_floats(x->ne[0], x->ne[1]) +

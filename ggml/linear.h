@@ -14,6 +14,12 @@
 // 6-9% to under 1% (perf, 2 threads), logits bit-identical; beside a busy process, 2 threads went
 // from 7.6 to 6.1-6.5 s per step, while a quiet machine's step stayed within noise (24 alternated
 // runs: new/old 1.02, 0.92-1.18).
+// On CPUs with AVX512-BF16, BF16 weights run on vdpbf16ps instead (ov_bf16_dot, isa.h): the pack
+// op also writes x once in bf16 pairs ([IN/2][14] words per tile, rounded to nearest even as ggml
+// rounds it for its own BF16 mul_mat), a unit moves each 384-input chunk of its 32 rows into a
+// [192 pairs][32] panel of 24 KB (the rows' bf16 pairs as they are, only transposed), and a tile
+// runs 2 weight loads, 14 broadcasts and 28 vdpbf16ps per pair of inputs on F32 accumulators:
+// twice the F32 FMA rate per instruction, the same hand-out and thread-count independence.
 // Zen 3, AVX2, LM shapes (bench/linear.py, N = 550, 2 threads, shared machine): medians 117-156
 // GFLOP/s for F32, BF16, Q8_0 (one loaded round set: 91), 67-90% of the FMA peak measured in the
 // same rounds (189 quiet), 1.2-1.9x ggml's mul_mat; 175-182 at best; 1 thread 86-91% of its peak
