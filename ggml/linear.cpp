@@ -490,8 +490,7 @@ OV_TARGET_BF16 inline void transpose16(__m512i v[16]) {
 // the low half; an odd last input paired with zero), for tiles [t0, t1), rows past the last token
 // zero. Rounded to nearest even by vcvtne2ps2bf16, as ggml's own conversion (so ggml's BF16
 // mul_mat sees the same x). 16 pairs of a tile at a time: each token's 32 inputs become one zmm of
-// 16 words, transposed so that each pair's 14 words store as one run (scalar code took 8% of the
-// down projection's time).
+// 16 words, transposed so that each pair's 14 words store as one run.
 OV_TARGET_BF16 void pack_tiles_bf16(const float * x, int64_t x_stride, int64_t n_in, int64_t n_tok, int64_t t0,
                                     int64_t t1, uint32_t * xp) {
     constexpr int RT = 14;
