@@ -1,8 +1,9 @@
-"""Hugging Face OmniVoice checkpoint -> GGUF converter (``omnivoice-convert``).
+"""Hugging Face checkpoint -> GGUF converter (``omnivoice-convert``).
 
 A snapshot of ``k2-fsa/OmniVoice`` becomes two files, laid out as ``docs/gguf-layout.md`` says:
 ``omnivoice-base-<TYPE>.gguf`` (the LM and its text vocabulary) and
-``omnivoice-tokenizer-<CTYPE>.gguf`` (the audio codec).
+``omnivoice-tokenizer-<CTYPE>.gguf`` (the audio codec). A Sopro V2 Turbo snapshot becomes one
+``sopro-tts`` file (``convert.sopro``). :func:`detect_family` tells them apart by ``config.json``.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from .checkpoint import read_json
 from .codec import CODEC_ARCH, CODEC_TYPES, convert_codec
 from .lm import LM_ARCH, LM_TYPES, convert_lm
+from .sopro import is_sopro_config
 from .writer import WrittenFile
 
 __all__ = [
@@ -24,7 +27,34 @@ __all__ = [
     "convert_codec",
     "convert_lm",
     "convert_model",
+    "detect_family",
 ]
+
+
+def detect_family(model_dir: str | Path) -> str:
+    """The family of a snapshot, from its ``config.json``'s content: ``"omnivoice"`` (its
+    ``model_type``) or ``"sopro"`` (objects ``model``, ``semantic_encoder``, ``speaker_encoder`` and
+    ``vocoder``).
+
+    Raises:
+        FileNotFoundError: ``model_dir`` or its ``config.json`` is missing.
+        ValueError: ``model_dir`` is a file, or the config is neither family's.
+    """
+    model_dir = Path(model_dir)
+    if model_dir.is_file():
+        hint = " (--from-omnivoice-cpp rewrites an omnivoice.cpp codec GGUF)" if model_dir.suffix == ".gguf" else ""
+        raise ValueError(f"model_dir must be a snapshot directory, got the file {model_dir}{hint}")
+    if not model_dir.is_dir():
+        raise FileNotFoundError(f"missing model directory {model_dir}")
+    config = read_json(model_dir / "config.json")
+    if config.get("model_type") == "omnivoice":
+        return "omnivoice"
+    if is_sopro_config(config):
+        return "sopro"
+    raise ValueError(
+        f"{model_dir / 'config.json'}: not a known family's config (OmniVoice has model_type 'omnivoice'; "
+        "Sopro has objects model, semantic_encoder, speaker_encoder and vocoder)"
+    )
 
 
 @dataclass(frozen=True)
