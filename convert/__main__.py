@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .._cli import run_command
 from . import CODEC_TYPES, LM_TYPES, convert_model, detect_family
-from .omnivoice_cpp import convert_cpp_codec
+from .omnivoice.omnivoice_cpp import convert_cpp_codec
 from .sopro import SOPRO_TYPES, convert_sopro, output_name
 
 
