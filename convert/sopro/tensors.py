@@ -37,6 +37,8 @@ _INT8 = re.compile(
     r"(sem_in_proj|ar_prior\.token_head|ar_prior\.temporal\.layers\.\d+\.(attn\.(q|k|v|out)_proj|ffn\.(gate|up|down)_proj))"
     r"\.weight"
 )
+# Kept F32 whatever the type: front-end filterbanks and windows, and activations-like tables.
+_KEPT_F32 = ("mel_scale.fb", ".window", "style_prefix.queries", "pos_emb")
 # LayerScale folded into the bias-free projection feeding it: (projection, scale) suffixes.
 _FOLDS = {"attn.out_proj.weight": "attn_scale.scale", "ffn.down_proj.weight": "ffn_scale.scale"}
 
@@ -45,14 +47,15 @@ def tensor_type(outtype: str, stage: str, key: str, shape: tuple[int, ...]) -> g
     """Storage type of ``stage``'s tensor ``key`` in an ``outtype`` file.
 
     The front ends' filterbanks and STFT windows and every 1-D tensor stay F32 (an F16 filterbank
-    moves the log-mel by several dB, audio.cpp found). F16 stores every other tensor F16; Q8_0
+    moves the log-mel by several dB, audio.cpp found), and so do the two 2-D tensors the graphs add
+    to activations rather than multiply by (``style_prefix.queries``, ``pos_emb``). F16 stores every other tensor F16; Q8_0
     quantises what upstream's int8 option does (the LM's projections, ``sem_in_proj`` and
     ``token_head``; a row not a multiple of 32 stays F32) and keeps the rest F32, as upstream keeps
     it in the model's dtype.
     """
     if outtype not in SOPRO_TYPES:
         raise ValueError(f"unknown Sopro type {outtype!r}; choose one of {', '.join(SOPRO_TYPES)}")
-    if len(shape) < 2 or key.endswith(("mel_scale.fb", ".window")) or outtype == "F32":
+    if len(shape) < 2 or key.endswith(_KEPT_F32) or outtype == "F32":
         return Q.F32
     if outtype == "F16":
         return Q.F16

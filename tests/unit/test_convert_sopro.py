@@ -37,9 +37,9 @@ _spec.loader.exec_module(helpers)
 INT8_LAYER = ("attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight", "attn.out_proj.weight",
               "ffn.gate_proj.weight", "ffn.up_proj.weight", "ffn.down_proj.weight")
 INT8_MODEL = ("sem_in_proj.weight", "ar_prior.token_head.weight")
-FRONT_ENDS = ("frontend.mel.mel_scale.fb", "frontend.mel.spectrogram.window",
+KEPT_F32 = ("frontend.mel.mel_scale.fb", "frontend.mel.spectrogram.window",
               "feature_extractor.mel_spec.mel_scale.fb", "feature_extractor.mel_spec.spectrogram.window",
-              "head.istft.window")
+              "head.istft.window", "style_prefix.queries", "pos_emb")
 
 
 def source_tensors() -> dict[str, np.ndarray]:
@@ -60,7 +60,7 @@ def source_tensors() -> dict[str, np.ndarray]:
 
 def expected_type(outtype: str, name: str, shape: tuple[int, ...]) -> Q:
     stage, key = name.split(".", 1)
-    if len(shape) < 2 or key in FRONT_ENDS or outtype == "F32":
+    if len(shape) < 2 or key in KEPT_F32 or outtype == "F32":
         return Q.F32
     if outtype == "F16":
         return Q.F16

@@ -13,7 +13,7 @@ Writes:
                   first, each later one after feeding the previous token through the KV cache (one
                   more than the tokens when EOS ended the run). ``lm.json`` holds each case's text,
                   language, min/max steps and how it ended.
-    sampling.npz  per case ``s{i}.*``: ``logits`` [1, V] and ``probs`` [1, V], the distribution
+    sampling.npz  per case ``s{i}.*``: ``logits`` [1, 4377] and ``probs`` [1, 4377], the distribution
                   sample_next_token hands to torch.multinomial (BOS/EOS masking, temperature, top-k,
                   top-p); settings in ``sampling.json``.
 """
@@ -38,6 +38,8 @@ LM_CASES = [
     ("The quick brown fox jumps over the lazy dog.", "en", 180, None, 4.0),
     ("Guten Morgen, wie geht es dir heute?", "de", 40, "carry", 6.0),
     ("Is this the real life?", "fr", 170, "ref", 8.0),
+    # a long run: prefix and tokens cross 256 positions (a KV bucket of the port)
+    ("The quick brown fox jumps over the lazy dog.", "en", 180, "ref", 10.0),
 ]
 # (temperature, top_p, top_k, allow_eos)
 SAMPLING_CASES = [
@@ -112,10 +114,10 @@ def dump_lm(tts: SoproTTS, out: Path) -> None:
     (out / "lm.json").write_text(json.dumps(dict(seed=SEED, cases=meta), indent=2) + "\n")
 
 
-def dump_sampling(tts: SoproTTS, out: Path) -> None:
-    cfg = tts.config.model
-    bos, eos = int(cfg.semantic_bos_id), int(cfg.semantic_eos_id)
-    n_vocab = int(cfg.semantic_vocab_size) + 2
+def dump_sampling(out: Path) -> None:
+    # The real model's vocabulary (4375 codes + BOS + EOS): top-k and top-p then cut inside a long tail.
+    n_vocab = 4377
+    bos, eos = n_vocab - 2, n_vocab - 1
     g = torch.Generator().manual_seed(SEED + 1)
     captured = []
     real_multinomial = torch.multinomial
@@ -128,7 +130,8 @@ def dump_sampling(tts: SoproTTS, out: Path) -> None:
     torch.multinomial = capture
     try:
         for i, (temperature, top_p, top_k, allow_eos) in enumerate(SAMPLING_CASES):
-            logits = torch.randn(1, n_vocab, generator=g) * 3.0
+            logits = torch.randn(1, n_vocab, generator=g) * 2.0
+            logits[0, eos] = logits.max() + 1.0  # EOS would win where it is allowed
             captured.clear()
             sampling.sample_next_token(logits, temperature, top_p, top_k, bos, eos, allow_eos)
             arrays[f"s{i}.logits"] = logits.numpy()
@@ -151,7 +154,7 @@ def main() -> None:
     tts = SoproTTS.from_pretrained(str(args.ckpt))
     args.out.mkdir(parents=True, exist_ok=True)
     dump_lm(tts, args.out)
-    dump_sampling(tts, args.out)
+    dump_sampling(args.out)
 
 
 if __name__ == "__main__":
