@@ -15,27 +15,47 @@ void CausalDecoderHParams::check(const std::string & where) const {
     }
     if (rope != Rope::none && head_dim % 2 != 0) bad("head dim must be even for RoPE");
     if (!(norm_eps > 0.0f) || (rope != Rope::none && !(rope_base > 0.0f))) bad("norm epsilon and RoPE base must be positive");
+    if (cross_attention && n_embd_cross <= 0) bad("cross-attention needs the encoder width");
+}
+
+// K and V of n positions per layer, F32 [head_dim * n_head_kv, n], zeroed, in their own buffer.
+static ggml_backend_buffer_t alloc_kv(const CausalDecoderHParams & hp, int64_t n, const Backend & backend,
+                                      const char * what, ggml_context *& ctx, std::vector<ggml_tensor *> & k,
+                                      std::vector<ggml_tensor *> & v) {
+    ggml_init_params params = {2 * (size_t) hp.n_layer * ggml_tensor_overhead(), nullptr, /*no_alloc =*/true};
+    ctx = ggml_init(params);
+    if (!ctx) throw std::runtime_error(std::string("ggml: cannot create the ") + what + " context");
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+        k.push_back(ggml_new_tensor_2d(ctx, GGML_TYPE_F32, hp.head_dim * hp.n_head_kv, n));
+        ggml_format_name(k.back(), "%s.k%d", what, (int) il);
+        v.push_back(ggml_new_tensor_2d(ctx, GGML_TYPE_F32, hp.head_dim * hp.n_head_kv, n));
+        ggml_format_name(v.back(), "%s.v%d", what, (int) il);
+    }
+    ggml_backend_buffer_t buffer = ggml_backend_alloc_ctx_tensors(ctx, backend.get());
+    if (!buffer) throw std::runtime_error(std::string("ggml: cannot allocate the ") + what);
+    // Masked rows still enter the stock path's products (0 * NaN would poison a row): zero them once.
+    ggml_backend_buffer_clear(buffer, 0);
+    return buffer;
 }
 
 KVCache::KVCache(const CausalDecoderHParams & hp, int64_t n_ctx, const Backend & backend)
     : n_ctx_(CausalDecoder::bucket(n_ctx)) {
     if (n_ctx <= 0) throw InvalidInput("a KV cache needs at least one position");
-    ggml_init_params params = {2 * (size_t) hp.n_layer * ggml_tensor_overhead(), nullptr, /*no_alloc =*/true};
-    ctx_ = ggml_init(params);
-    if (!ctx_) throw std::runtime_error("ggml: cannot create the KV cache context");
-    for (int64_t il = 0; il < hp.n_layer; ++il) {
-        k_.push_back(ggml_new_tensor_2d(ctx_, GGML_TYPE_F32, hp.head_dim * hp.n_head_kv, n_ctx_));
-        ggml_format_name(k_.back(), "cache.k%d", (int) il);
-        v_.push_back(ggml_new_tensor_2d(ctx_, GGML_TYPE_F32, hp.head_dim * hp.n_head_kv, n_ctx_));
-        ggml_format_name(v_.back(), "cache.v%d", (int) il);
-    }
-    buffer_ = ggml_backend_alloc_ctx_tensors(ctx_, backend.get());
-    if (!buffer_) throw std::runtime_error("ggml: cannot allocate the KV cache");
-    // Masked rows still enter the stock path's products (0 * NaN would poison a row): zero them once.
-    ggml_backend_buffer_clear(buffer_, 0);
+    buffer_ = alloc_kv(hp, n_ctx_, backend, "cache", ctx_, k_, v_);
 }
 
 KVCache::~KVCache() {
+    if (buffer_) ggml_backend_buffer_free(buffer_);
+    if (ctx_) ggml_free(ctx_);
+}
+
+CrossCache::CrossCache(const CausalDecoderHParams & hp, int64_t n_cross, const Backend & backend) : n_cross_(n_cross) {
+    if (!hp.cross_attention) throw InvalidInput("this decoder has no cross-attention");
+    if (n_cross <= 0) throw InvalidInput("cross-attention needs at least one encoder position");
+    buffer_ = alloc_kv(hp, n_cross, backend, "cross", ctx_, k_, v_);
+}
+
+CrossCache::~CrossCache() {
     if (buffer_) ggml_backend_buffer_free(buffer_);
     if (ctx_) ggml_free(ctx_);
 }
@@ -87,6 +107,13 @@ void CausalDecoder::load(GGUFFile & f, const CausalDecoderNames & names, const C
             l.q_norm = f.tensor(join_name(part(names.q_norm), "weight"), {hp.head_dim}, {GGML_TYPE_F32});
             l.k_norm = f.tensor(join_name(part(names.k_norm), "weight"), {hp.head_dim}, {GGML_TYPE_F32});
         }
+        if (hp.cross_attention) {
+            l.cross_norm = load_norm(part(names.cross_norm), hp.n_embd);
+            linear(l.cross_q, names.cross_q, hp.n_embd, n_q, hp.bias_q);
+            l.cross_k.load(f, part(names.cross_k), hp.n_embd_cross, n_kv, hp.bias_k, types, allow_packed);
+            l.cross_v.load(f, part(names.cross_v), hp.n_embd_cross, n_kv, hp.bias_v, types, allow_packed);
+            linear(l.cross_o, names.cross_o, n_q, hp.n_embd, hp.bias_o);
+        }
         l.ffn_norm = load_norm(part(names.ffn_norm), hp.n_embd);
         if (hp.ffn == CausalDecoderHParams::Ffn::swiglu) linear(l.ffn_gate, names.ffn_gate, hp.n_embd, hp.n_ff, hp.bias_ffn);
         linear(l.ffn_up, names.ffn_up, hp.n_embd, hp.n_ff, hp.bias_ffn);
@@ -133,11 +160,27 @@ ggml_tensor * CausalDecoder::attention(ggml_context * ctx, ggml_tensor * q, ggml
     return ggml_cont(ctx, ggml_permute(ctx, kqv, 0, 2, 1, 3));   // [hd, n_head, n_tokens]
 }
 
+void CausalDecoder::cross_kv(ggml_context * ctx, ggml_cgraph * graph, ggml_tensor * enc, const CrossCache & cross) const {
+    if (enc->ne[0] != hp_.n_embd_cross || enc->ne[1] != cross.n_cross()) {
+        throw InvalidInput("encoder states must be [" + std::to_string(hp_.n_embd_cross) + ", " +
+                           std::to_string(cross.n_cross()) + "]");
+    }
+    for (int64_t il = 0; il < hp_.n_layer; ++il) {
+        const DecoderLayer & l = layers_[il];
+        ggml_build_forward_expand(graph, ggml_cpy(ctx, l.cross_k.forward(ctx, enc), cross.k(il)));
+        ggml_build_forward_expand(graph, ggml_cpy(ctx, l.cross_v.forward(ctx, enc), cross.v(il)));
+    }
+}
+
 ggml_tensor * CausalDecoder::forward(ggml_context * ctx, ggml_tensor * x, const KVCache & cache, const DecoderBatch & b,
-                                     const GraphOptions & opt) const {
+                                     const GraphOptions & opt, const CrossCache * cross) const {
     const CausalDecoderHParams & hp = hp_;
     const int64_t hd = hp.head_dim, n = b.n_tokens;
-    if (b.n_kv > cache.n_ctx()) throw InvalidInput("decoder call attends past the KV cache");
+    if (hp.cross_attention && !cross) throw InvalidInput("this decoder's calls need its cross-attention cache");
+    if (b.n_kv > cache.n_ctx()) {
+        throw InvalidInput("a decoder call attending to " + std::to_string(b.n_kv) + " positions needs a KV cache " +
+                           "that large; this one holds " + std::to_string(cache.n_ctx()));
+    }
     // The cache's first n_kv positions as [hd, n_kv, n_head_kv] (rows are positions).
     const auto cached = [&](ggml_tensor * rows) {
         return ggml_permute(ctx, ggml_view_3d(ctx, rows, hd, hp.n_head_kv, b.n_kv, hd * ggml_element_size(rows),
@@ -168,6 +211,18 @@ ggml_tensor * CausalDecoder::forward(ggml_context * ctx, ggml_tensor * x, const 
         cur = attention(ctx, q, cached(k_all), cached(v_all), b.mask, opt);  // [hd, n_head, n]
         ggml_format_name(cur, "dec%d.attn", (int) il);
         x = ggml_add(ctx, x, l.o.forward(ctx, ggml_reshape_2d(ctx, cur, hd * hp.n_head, n)));
+
+        if (hp.cross_attention) {
+            ggml_tensor * qx = ggml_reshape_3d(ctx, l.cross_q.forward(ctx, norm(ctx, x, l.cross_norm)), hd, hp.n_head, n);
+            const auto all = [&](ggml_tensor * rows) {
+                return ggml_permute(ctx, ggml_view_3d(ctx, rows, hd, hp.n_head_kv, cross->n_cross(),
+                                                      hd * ggml_element_size(rows), rows->nb[1], 0),
+                                    0, 2, 1, 3);
+            };
+            cur = attention(ctx, qx, all(cross->k(il)), all(cross->v(il)), nullptr, opt);
+            ggml_format_name(cur, "dec%d.cross", (int) il);
+            x = ggml_add(ctx, x, l.cross_o.forward(ctx, ggml_reshape_2d(ctx, cur, hd * hp.n_head, n)));
+        }
 
         cur = norm(ctx, x, l.ffn_norm);
         if (hp.ffn == CausalDecoderHParams::Ffn::swiglu) {

@@ -4,9 +4,11 @@
 // Embeddings in, hidden states out: each family keeps its own embeddings, heads and sampling,
 // and builds its graphs around CausalDecoder::forward.
 //
-// A layer is  x += o(attn(norm(x)))  then  x += ffn(norm(x)),  its variants per family set by
-// CausalDecoderHParams, not by branches in the layer loop: RMSNorm or LayerNorm, per-head q/k
-// RMSNorm, NEOX RoPE or none, SwiGLU or GELU(erf) FFN, a bias on any projection, GQA.
+// A layer is  x += o(attn(norm(x))),  with cross-attention  x += o'(attn(q'(norm(x)), K', V')),  then
+// x += ffn(norm(x));  its variants per family set by CausalDecoderHParams, not by branches in the
+// layer loop: RMSNorm or LayerNorm, per-head q/k RMSNorm, NEOX RoPE or none, SwiGLU or GELU(erf)
+// FFN, a bias on any projection, GQA, cross-attention (Whisper) over a CrossCache computed once per
+// input (K'/V' of every layer from the encoder states, unmasked).
 //
 // The cache (KVCache, one per session) holds K and V of every layer for n_ctx positions, F32
 // [head_dim * n_head_kv, n_ctx] (a position's K is one row). A call writes its n_tokens new rows
@@ -53,6 +55,10 @@ struct CausalDecoderHParams {
     // Projections with a bias: q, k, v, o of attention, and the FFN's (all of them).
     bool bias_q = false, bias_k = false, bias_v = false, bias_o = false, bias_ffn = false;
     bool final_norm = true;  // a norm after the last layer (the hidden states returned are normed)
+    // Cross-attention after self-attention in every layer, keys/values projected from encoder
+    // states n_embd_cross wide (same heads and bias flags as self-attention; no RoPE, no q/k norm).
+    bool cross_attention = false;
+    int64_t n_embd_cross = 0;
 
     // Throws ModelFormatError (naming `where`) when the sizes do not fit together.
     void check(const std::string & where) const;
@@ -64,6 +70,7 @@ struct CausalDecoderNames {
     std::string layers;
     std::string attn_norm, q, k, v, o, q_norm, k_norm;
     std::string ffn_norm, ffn_gate, ffn_up, ffn_down;
+    std::string cross_norm, cross_q, cross_k, cross_v, cross_o;
     std::string final_norm;  // a full prefix
 };
 
@@ -79,6 +86,8 @@ struct DecoderLayer {
     ggml_tensor * q_norm = nullptr;  // [head_dim], or null
     ggml_tensor * k_norm = nullptr;
     Linear ffn_gate, ffn_up, ffn_down;  // ffn_gate unused by the GELU FFN
+    DecoderNorm cross_norm;             // cross-attention only
+    Linear cross_q, cross_k, cross_v, cross_o;
 };
 
 // The K/V of every layer for n_ctx positions, in a backend buffer of its own.
@@ -95,6 +104,26 @@ public:
 
 private:
     int64_t n_ctx_ = 0;
+    ggml_context * ctx_ = nullptr;
+    ggml_backend_buffer_t buffer_ = nullptr;
+    std::vector<ggml_tensor *> k_, v_;
+};
+
+// The cross-attention K/V of every layer for n_cross encoder positions, in a buffer of its own:
+// filled once per input by a graph ending in CausalDecoder::cross_kv, then read by every call.
+class CrossCache {
+public:
+    CrossCache(const CausalDecoderHParams & hp, int64_t n_cross, const Backend & backend);
+    ~CrossCache();
+    CrossCache(const CrossCache &) = delete;
+    CrossCache & operator=(const CrossCache &) = delete;
+
+    int64_t n_cross() const { return n_cross_; }
+    ggml_tensor * k(int64_t il) const { return k_[il]; }  // F32 [head_dim * n_head_kv, n_cross]
+    ggml_tensor * v(int64_t il) const { return v_[il]; }
+
+private:
+    int64_t n_cross_ = 0;
     ggml_context * ctx_ = nullptr;
     ggml_backend_buffer_t buffer_ = nullptr;
     std::vector<ggml_tensor *> k_, v_;
@@ -130,11 +159,16 @@ public:
 
     // x: [n_embd, n_tokens] -> hidden states [n_embd, n_tokens] (final-normed if the hparams say
     // so). Writes the new K/V rows into `cache` as part of the graph.
+    // With cross-attention, `cross` must be given (filled by cross_kv).
     ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x, const KVCache & cache, const DecoderBatch & batch,
-                          const GraphOptions & opt) const;
+                          const GraphOptions & opt, const CrossCache * cross = nullptr) const;
+    // Adds to `graph` the copies of every layer's K'/V' of enc [n_embd_cross, n_cross] into `cross`
+    // (compute it once per input).
+    void cross_kv(ggml_context * ctx, ggml_cgraph * graph, ggml_tensor * enc, const CrossCache & cross) const;
 
 private:
     ggml_tensor * norm(ggml_context * ctx, ggml_tensor * x, const DecoderNorm & n) const;
+    // mask null: unmasked (cross-attention)
     ggml_tensor * attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v,
                             ggml_tensor * mask, const GraphOptions & opt) const;
 

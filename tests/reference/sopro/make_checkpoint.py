@@ -9,7 +9,8 @@ Usage (reference venv, repository root):
     /work/refvenv-sopro/bin/python -P tests/reference/sopro/make_checkpoint.py --out DIR [--variant tiny|dev] [--check]
 
 ``tiny`` is the committed test checkpoint (tests/data/sopro_tiny); ``dev`` has other sizes and another
-seed, for tuning without touching what the tests compare against.
+seed, for tuning without touching what the tests compare against; ``full`` has upstream's sizes
+(for bench/, ~634 MB).
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ VARIANTS = {
                      style_emb_dim=8, style_ctrl_dim=4, id_head_hidden=16, style_head_hidden=16, attn_hidden=8),
         vocoder=dict(dim=32, intermediate_dim=64, num_layers=1),
     ),
+    # upstream's sizes (sopro/config.py defaults), for the benchmarks; not committed (634 MB)
+    "full": dict(seed=99, eos_bias=0.0, n_mels=100, model={}, fsq_levels=[7, 5, 5, 5, 5], semantic={}, speaker={},
+                 vocoder={}),
 }
 
 # Text for the SentencePiece model: the four languages sopro tags, so that every tag and a few
