@@ -74,7 +74,7 @@ void DecoderBatch::set(int64_t start) const {
         r[i] = start + i;
         for (int64_t j = 0; j < n_kv; ++j) m[i * n_kv + j] = j <= start + i ? zero : ninf;
     }
-    ggml_backend_tensor_set(pos, p.data(), 0, ggml_nbytes(pos));
+    if (pos) ggml_backend_tensor_set(pos, p.data(), 0, ggml_nbytes(pos));
     ggml_backend_tensor_set(rows, r.data(), 0, ggml_nbytes(rows));
     ggml_backend_tensor_set(mask, m.data(), 0, ggml_nbytes(mask));
 }
@@ -126,9 +126,11 @@ DecoderBatch CausalDecoder::batch(ggml_context * ctx, int64_t n_tokens, int64_t 
     DecoderBatch b;
     b.n_tokens = n_tokens;
     b.n_kv = n_kv;
-    b.pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tokens);
-    ggml_set_name(b.pos, "dec.pos");
-    ggml_set_input(b.pos);
+    if (hp_.rope != CausalDecoderHParams::Rope::none) {  // else nothing reads positions
+        b.pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tokens);
+        ggml_set_name(b.pos, "dec.pos");
+        ggml_set_input(b.pos);
+    }
     b.rows = ggml_new_tensor_1d(ctx, GGML_TYPE_I64, n_tokens);
     ggml_set_name(b.rows, "dec.rows");
     ggml_set_input(b.rows);

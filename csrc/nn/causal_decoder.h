@@ -134,7 +134,7 @@ private:
 struct DecoderBatch {
     int64_t n_tokens = 0;
     int64_t n_kv = 0;
-    ggml_tensor * pos = nullptr;   // I32 [n_tokens]: start + i (RoPE)
+    ggml_tensor * pos = nullptr;   // I32 [n_tokens]: start + i (RoPE; null without)
     ggml_tensor * rows = nullptr;  // I64 [n_tokens]: cache rows written, start + i
     ggml_tensor * mask = nullptr;  // F16 [n_kv, n_tokens]: 0 where key j <= start + i, else -inf
 

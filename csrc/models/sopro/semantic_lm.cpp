@@ -221,7 +221,7 @@ std::vector<float> SemanticLMSession::run(Graph & g, const std::vector<int32_t> 
     if (g.text) ggml_backend_tensor_set(g.text, text.data(), 0, ggml_nbytes(g.text));
     if (g.style) ggml_backend_tensor_set(g.style, style.data(), 0, ggml_nbytes(g.style));
     ggml_backend_tensor_set(g.sem, sem.data(), 0, ggml_nbytes(g.sem));
-    if (g.batch.pos) g.batch.set(start);
+    if (g.batch.mask) g.batch.set(start);
     lm_->backend()->compute(g.graph);
     std::vector<float> out(ggml_nelements(g.out));
     ggml_backend_tensor_get(g.out, out.data(), 0, ggml_nbytes(g.out));
