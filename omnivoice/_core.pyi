@@ -166,6 +166,18 @@ class testing:
     @staticmethod
     def check_gguf(path: str, arch: str, backend: Backend, tensors: dict[str, list[int]]) -> None: ...
     @staticmethod
+    def run_decoder(
+        path: str,
+        arch: str,
+        backend: Backend,
+        hparams: dict[str, Any],
+        names: dict[str, str],
+        x: npt.ArrayLike,
+        chunks: list[int],
+        n_ctx: int,
+        enc: Optional[npt.ArrayLike] = None,
+    ) -> npt.NDArray[np.float32]: ...
+    @staticmethod
     def decode_capture(codec: Codec, codes: npt.ArrayLike, names: list[str]) -> dict[str, np.ndarray]: ...
     @staticmethod
     def encode_capture(
