@@ -1,5 +1,6 @@
-"""``omnivoice-convert``: Hugging Face OmniVoice snapshot -> two GGUF files; or an omnivoice.cpp
-codec GGUF -> our layout (``--from-omnivoice-cpp``)."""
+"""``omnivoice-convert``: a Hugging Face snapshot of any family -> its GGUF files (OmniVoice: two,
+Sopro: one; the family is read from the snapshot's ``config.json``); or an omnivoice.cpp codec GGUF
+-> our layout (``--from-omnivoice-cpp``)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,18 @@ import time
 from pathlib import Path
 
 from .._cli import run_command
-from . import CODEC_TYPES, LM_TYPES, convert_model
+from . import CODEC_TYPES, LM_TYPES, convert_model, detect_family
 from .omnivoice.omnivoice_cpp import convert_cpp_codec
+from .sopro import SOPRO_TYPES, convert_sopro, output_name
 
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the converter; prints one line and returns 1 on a bad input."""
     parser = argparse.ArgumentParser(
         prog="omnivoice-convert",
-        description="Convert a k2-fsa/OmniVoice snapshot to omnivoice-base-<TYPE>.gguf and "
-        "omnivoice-tokenizer-<CTYPE>.gguf; or, with --from-omnivoice-cpp, rewrite omnivoice.cpp's codec "
+        description="Convert a model snapshot, its family read from its config.json: k2-fsa/OmniVoice to "
+        "omnivoice-base-<TYPE>.gguf and omnivoice-tokenizer-<CTYPE>.gguf, samuel-vitorino/sopro-v2-turbo to "
+        "sopro-v2-turbo-<TYPE>.gguf; or, with --from-omnivoice-cpp, rewrite omnivoice.cpp's codec "
         "GGUF in our layout (their LM GGUFs load as they are).",
     )
     parser.add_argument("model_dir", help="snapshot directory (config.json, model.safetensors, tokenizer files, "
@@ -28,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-omnivoice-cpp", action="store_true",
                         help="convert omnivoice.cpp's codec GGUF (given as model_dir) into OUTDIR, same file name")
     parser.add_argument("--outdir", default=".", help="output directory (default: current directory)")
-    parser.add_argument("--outtype", choices=list(LM_TYPES), default="F32", help="LM 2-D weights (default F32)")
+    parser.add_argument("--outtype", choices=list(LM_TYPES), default="F32", help="LM 2-D weights (default F32; Sopro: F32, F16 or Q8_0)")
     parser.add_argument("--codec-type", choices=list(CODEC_TYPES), default="F32",
                         help="codec weights (default F32)")
     parser.add_argument("--no-encoder", action="store_true", help="write a decode-only codec (no audio encoder)")
@@ -48,6 +51,17 @@ def main(argv: list[str] | None = None) -> int:
             print(convert_cpp_codec(src, outdir / src.name).describe())
             print(f"done in {time.perf_counter() - start:.1f} s")
             return
+        family = detect_family(args.model_dir)
+        if family == "sopro":
+            print(f"{args.model_dir}: a Sopro V2 Turbo snapshot")
+            if args.outtype not in SOPRO_TYPES:
+                raise ValueError(f"--outtype {args.outtype} is not available for Sopro; choose {', '.join(SOPRO_TYPES)}")
+            outdir = Path(args.outdir)
+            outdir.mkdir(parents=True, exist_ok=True)
+            print(convert_sopro(args.model_dir, outdir / output_name(args.outtype), args.outtype).describe())
+            print(f"done in {time.perf_counter() - start:.1f} s")
+            return
+        print(f"{args.model_dir}: an OmniVoice snapshot")
         result = convert_model(args.model_dir, args.outdir, args.outtype, args.codec_type, not args.no_encoder)
         print(result.lm.describe())
         print(result.codec.describe())

@@ -92,6 +92,19 @@ class Checkpoint:
         for file in files:
             self._entries.update(_read_header(file))
 
+    @classmethod
+    def from_file(cls, file: Path) -> Checkpoint:
+        """The tensors of one safetensors file of any name (Sopro keeps one per stage).
+
+        Raises:
+            FileNotFoundError: the file does not exist.
+            ValueError: it is not a valid safetensors file.
+        """
+        ckpt = cls.__new__(cls)
+        ckpt.directory = Path(file).parent
+        ckpt._entries = _read_header(Path(file))
+        return ckpt
+
     def names(self) -> list[str]:
         """Every tensor name, in file order."""
         return list(self._entries)

@@ -130,7 +130,7 @@ struct Snake1d {
 struct Linear {
     ggml_tensor * weight = nullptr;  // [IN, OUT] (the file's)
     ggml_tensor * bias = nullptr;    // [OUT], or null
-    bool packed = false;             // our ov_linear CPU op, else mul_mat
+    bool packed = false;             // our ov_linear CPU op on inputs of 2+ columns, else mul_mat
 
     // F32 or F16 weights, always mul_mat.
     void load(GGUFFile & file, const std::string & prefix, int64_t in_features, int64_t out_features,

@@ -68,9 +68,10 @@ def assert_stored(name: str, qtype: Q, got: np.ndarray, want: np.ndarray) -> Non
         assert np.all(err <= np.abs(want) * 2.0**-bits + floor), f"{name}: max err {err.max()}"
     elif qtype == Q.Q8_0:
         # Blocks of 32 along a row share scale d = max|x| / 127 (stored as F16): half a step plus
-        # the scale's own rounding on the largest code.
+        # the scale's own rounding on the largest code (absolute below F16's normal range: a block
+        # whose max is under 127 * 2^-14, as rows scaled by a small LayerScale have).
         blocks = np.abs(want).reshape(-1, 32).max(axis=1, keepdims=True)
-        bound = blocks * (0.5 / 127 + 2.0**-11) * (1 + 1e-5) + 1e-12
+        bound = blocks * (0.5 / 127 + 2.0**-11) * (1 + 1e-5) + 127 * 2.0**-25 + 1e-12
         assert np.all(err.reshape(-1, 32) <= bound), f"{name}: max err {err.max()}"
     else:
         raise AssertionError(f"{name}: unexpected type {qtype.name}")
