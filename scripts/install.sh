@@ -15,8 +15,15 @@ GGML_PIN="libggml-python==0.20.2.post1"
 if [ "${OMNIVOICE_PREBUILT_GGML:-0}" = "1" ]; then
   $PIP install -q "$GGML_PIN"
 else
+  # An installed ggml without the RPC library (an older venv, or the prebuilt wheel) is rebuilt:
+  # pip counts the pinned version as satisfied whatever it was built with.
+  REBUILD=()
+  if .venv/bin/python -c 'import libggml' 2>/dev/null &&
+     ! compgen -G ".venv/lib/python*/site-packages/libggml/lib*/libggml-rpc.so*" >/dev/null; then
+    REBUILD=(--force-reinstall --no-deps)
+  fi
   # --no-cache-dir: pip's wheel cache ignores -C settings and would hand back a stale build.
-  $PIP install -q --no-cache-dir --no-binary libggml-python \
+  $PIP install -q --no-cache-dir --no-binary libggml-python "${REBUILD[@]}" \
     -C cmake.define.GGML_NATIVE=ON -C cmake.define.GGML_LLAMAFILE=ON -C cmake.define.GGML_RPC=ON \
     -C cmake.define.GGML_CUDA="${GGML_CUDA:-OFF}" "$GGML_PIN"
 fi
