@@ -21,7 +21,6 @@ from wyoming.server import AsyncEventHandler, AsyncServer
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
 from .. import __version__
-from ..models.omnivoice.lang_map import LANG_IDS
 from .encoders import pcm16
 from .settings import ServerSettings
 from .voices import AUTO, VoiceStore
@@ -70,7 +69,7 @@ class _Handler(AsyncEventHandler):
             self._job.cancel.set()
 
     def _info(self) -> Info:
-        languages = sorted(LANG_IDS)
+        languages = list(self.engine.model.capabilities.languages or ()) if self.engine.model else []
         voices = [TtsVoice(name=v.name, attribution=_ATTRIBUTION, installed=True, description=v.name,
                            version=None, languages=languages) for v in self.store.list()]
         program = TtsProgram(name="omnivoice", attribution=_ATTRIBUTION, installed=True,
@@ -90,9 +89,9 @@ class _Handler(AsyncEventHandler):
         except LookupError:
             logger.warning("wyoming: unknown voice %r; answering no audio", voice)
             return None
-        options = {"num_step": 32, "guidance_scale": 2.0}
+        options: dict = {}  # the family's defaults
         if prompt is not None:
-            options["voice_clone_prompt"] = prompt
+            options["voice"] = prompt
         job = Job("", options, asyncio.get_running_loop(), prepare=prepare)
         job.text = text[: self.settings.max_input_chars] if text is not None else TextFeed(
             job.cancel, self.settings.request_timeout)

@@ -13,9 +13,9 @@ from omnivoice.streaming import (
     PieceFinisher,
     SentenceSplitter,
     iter_pieces,
-    speech_seconds,
     split_long,
 )
+from omnivoice.models.omnivoice.duration import speech_seconds
 
 MEASURE = speech_seconds(25.0)
 
