@@ -29,7 +29,7 @@ from .worker import Engine, Job, QueueFull, TextFeed
 logger = logging.getLogger(__name__)
 
 _ATTRIBUTION = Attribution(name="k2-fsa OmniVoice on ggml", url="https://github.com/k2-fsa/OmniVoice")
-_RATE = 24000
+_RATE = 24000  # of the empty answer before a model is loaded
 
 
 class _Handler(AsyncEventHandler):
@@ -104,7 +104,9 @@ class _Handler(AsyncEventHandler):
 
     async def _speak(self, job: Optional[Job]) -> None:
         """Writes the job's audio events as its pieces come; errors are logged and end the audio."""
-        await self.write_event(AudioStart(rate=_RATE, width=2, channels=1).event())
+        model = self.engine.model
+        rate = model.sampling_rate if model is not None else _RATE  # not loaded: no audio follows anyway
+        await self.write_event(AudioStart(rate=rate, width=2, channels=1).event())
         try:
             while job is not None:
                 kind, payload = await asyncio.wait_for(job.out.get(), self.settings.request_timeout)
@@ -112,7 +114,7 @@ class _Handler(AsyncEventHandler):
                     if kind == "error":
                         logger.warning("wyoming: generation failed: %r", payload)
                     break
-                await self.write_event(AudioChunk(rate=_RATE, width=2, channels=1, audio=pcm16(payload)).event())
+                await self.write_event(AudioChunk(rate=rate, width=2, channels=1, audio=pcm16(payload)).event())
         finally:
             if job is not None:
                 job.cancel.set()
