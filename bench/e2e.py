@@ -12,8 +12,11 @@ load on a shared machine hits all of them alike.
 Printed per shape and side: median wall time and every run, the spread ((max - min) / median),
 the ratios ours / PyTorch (medians, and the range of the per-repeat ratios), our per-step time
 inside ``generate()`` (period between the starts of successive LM calls: the LM call plus
-scoring and sampling) next to a bare call of the same LM method at the same shape, and peak RSS
-of each process (ours also against the size of its GGUFs).
+scoring and sampling) next to a bare call of the same LM method at the same shape, the bare
+call's GFLOP/s as a share of the CPU's peak measured right after it in the same process
+(vdpbf16ps chains on AVX512-BF16 CPUs, else F32 FMAs on the widest vectors), the kernel our
+projections ran on, the CPU's flags, and peak RSS of each process (ours also against the size of
+its GGUFs).
 
     python -P bench/e2e.py [--steps 32] [--repeats 3] [--shapes auto,clone] [--types F32,BF16,Q8_0]
 """
@@ -89,19 +92,21 @@ class _TimedLM:
     def session(self, segments, **kwargs):
         if self._logits:
             kwargs.pop("guidance_scale", None)
-        self.last = self._lm.session(segments, **kwargs)
+        self.last, self.segments = self._lm.session(segments, **kwargs), segments
         return _TimedSession(self.last, self._calls)
 
 
 def worker(args: argparse.Namespace) -> None:
     """One run of our side (in a process of its own): prints JSON."""
-    from omnivoice import OmniVoice
+    from lm import step_flops
+    from omnivoice import OmniVoice, _core
 
     t0 = time.perf_counter()
     model = OmniVoice.from_pretrained(str(args.gguf_dir / f"omnivoice-base-{args.worker}.gguf"),
                                       codec=str(args.gguf_dir / "omnivoice-tokenizer-F32.gguf"),
-                                      n_threads=args.threads)
+                                      n_threads=args.threads, device=args.device)
     load_s = time.perf_counter() - t0
+    load_stats = model.backend.stats()
     calls: list = []
     owner = getattr(model, "pipeline", model)  # whichever object opens the LM sessions
     owner.lm = _TimedLM(owner.lm, calls, args.logits)
@@ -121,17 +126,25 @@ def worker(args: argparse.Namespace) -> None:
 
     run(args.warmup_steps)
     calls.clear()
+    model.backend.reset_stats()
     wall, n_samples = run(args.steps)
+    stats = model.backend.stats()  # the timed generate() only
     starts = [c[1] for c in calls]
     # The same LM method with the last step's inputs, called bare.
     name, _, _, call_args, call_kwargs = calls[-1]
     bare, _ = time_calls(lambda: getattr(owner.lm.last, name)(*call_args, **call_kwargs), args.bare_repeats)
+    bf16_peak = "avx512bf16" in _core.testing.cpu_flags()
+    peak = _core.testing.fma_peak_gflops(args.threads, bf16=bf16_peak)
     print(json.dumps({
+        "kernel": _core.testing.linear_kernel(args.worker), "peak_gflops": peak,
+        "peak_kind": "bf16 dot" if bf16_peak else "F32 FMA",
+        "bare_gflops": step_flops(owner.lm, owner.lm.segments) / min(bare) / 1e9,
         "side": f"ours {args.worker}" + (" logits" if args.logits else ""), "backend": model.backend.name, "load_s": load_s, "wall_s": wall,
         "rtf": wall / DURATION, "samples": n_samples,
         "step_periods_s": np.diff(starts).tolist(), "steps": len(starts),
         "call_s": [c[2] for c in calls], "bare_s": bare, "method": name,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "device": model.backend.device, "load_transfers": load_stats, "transfers": stats,
     }))
 
 
@@ -139,7 +152,7 @@ def run_ours(args: argparse.Namespace, wtype: str, ref_audio: Path | None, logit
     """Runs worker() in a fresh process."""
     cmd = [sys.executable, "-P", __file__, "--worker", wtype, "--gguf-dir", str(args.gguf_dir),
            "--threads", str(args.threads), "--steps", str(args.steps), "--warmup-steps", str(args.warmup_steps),
-           "--bare-repeats", str(args.bare_repeats)]
+           "--bare-repeats", str(args.bare_repeats)] + (["--device", args.device] if args.device else [])
     if ref_audio:
         cmd += ["--ref-audio", str(ref_audio)]
     if logits:
@@ -175,6 +188,10 @@ def report(args: argparse.Namespace, shape: str, runs: dict[str, list[dict]]) ->
             bare = statistics.median(b for r in rs for b in r["bare_s"])
             calls = statistics.median(c for r in rs for c in r["call_s"])
             line += f" (LM call {calls:.2f} s; bare {rs[0]['method']} {bare:.2f} s: step/bare {statistics.median(periods) / bare:.2f})"
+        if "kernel" in rs[0]:
+            share = statistics.median(r["bare_gflops"] / r["peak_gflops"] for r in rs)
+            line += (f"  [{rs[0]['kernel']}; bare {statistics.median(r['bare_gflops'] for r in rs):.0f} GFLOP/s, "
+                     f"{share:.0%} of the {rs[0]['peak_kind']} peak]")
         rss = max(r["peak_rss_mb"] for r in rs) / 1024
         line += f"  peak RSS {rss:.2f} GB"
         if side.startswith("ours"):
@@ -201,6 +218,7 @@ def main() -> None:
     parser.add_argument("--logits-types", default="", help="our types to run also with MaskGIT scoring on "
                         "the logits in numpy (the path before in-graph scoring), e.g. BF16")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", help="our side's compute device (omnivoice.Backend.devices(), rpc://HOST:PORT)")
     parser.add_argument("--steps", type=int, default=32)
     parser.add_argument("--warmup-steps", type=int, default=2, help="steps of the untimed first generation")
     parser.add_argument("--repeats", type=int, default=3)
@@ -213,6 +231,9 @@ def main() -> None:
         worker(args)
         return
 
+    from omnivoice import _core
+
+    print(f"CPU flags: {' '.join(_core.testing.cpu_flags())}", flush=True)
     sides = [("ours", t) for t in args.types.split(",") if t] + \
             [("ours", f"{t} logits") for t in args.logits_types.split(",") if t] + \
             [("pytorch", d) for d in args.ref_dtypes.split(",") if d]

@@ -3,11 +3,13 @@
 The LM's projection shapes (full-size model, the auto-voice step's 550 packed tokens; the heads
 see the 500 target tokens), per weight type, in rounds that alternate the two ops so both see the
 same load on a shared machine. Prints the median GFLOP/s of each and the range over rounds, and
-the ratio ours / ggml per round (median and range), and ours against the CPU's F32 FMA peak on
-the same threads (register-only FMA chains, `_core.testing.fma_peak_gflops`) measured in each
-round: the machine's load moves both alike. Random weights: speed does not depend on values.
+the ratio ours / ggml per round (median and range), and ours against the CPU's peak on the same
+threads (register-only chains, `_core.testing.fma_peak_gflops`) measured in each round: the
+machine's load moves both alike. The peak is that of F32 FMAs on the CPU's widest vectors, or for
+BF16 on our vdpbf16ps build (AVX512-BF16 CPUs) that of vdpbf16ps. Prints the CPU's flags and the
+kernel each type runs on. Random weights: speed does not depend on values.
 
-    python -P bench/linear.py [--types F32,BF16,Q8_0] [--rounds 5] [--threads 2] [--simd avx2]
+    python -P bench/linear.py [--types F32,BF16,Q8_0] [--rounds 5] [--threads 2] [--simd avx2] [--no-bf16-dot]
 """
 
 from __future__ import annotations
@@ -37,10 +39,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--simd", default=None, help="cap our kernels' build: base, avx2 or avx512")
+    parser.add_argument("--no-bf16-dot", action="store_true", help="BF16 unpacked to F32 even on AVX512-BF16")
     args = parser.parse_args()
     if args.simd:
         _core.testing.set_simd_cap(args.simd)
+    if args.no_bf16_dot:
+        _core.testing.set_bf16_dot(False)
+    print(f"CPU flags: {' '.join(_core.testing.cpu_flags())}")
     print(f"our build: {_core.testing.simd()}, {args.threads} threads, {args.rounds} alternated rounds (1 compute each)")
+    for wtype in args.types.split(","):
+        bf16 = wtype == "BF16" and _core.testing.bf16_dot()
+        print(f"  {wtype}: ours {'ov_linear avx512bf16' if bf16 else 'ov_linear ' + _core.testing.simd()}, "
+              f"in models {_core.testing.linear_kernel(wtype)}; peak of {'vdpbf16ps' if bf16 else 'F32 FMAs'}")
     rng = np.random.default_rng(0)
     for name in args.shapes.split(","):
         n_in, n_out, n_tok = SHAPES[name]
@@ -50,8 +60,9 @@ def main() -> None:
         for wtype in args.types.split(","):
             rates: dict[bool, list[float]] = {False: [], True: []}
             peaks = []
+            bf16 = wtype == "BF16" and _core.testing.bf16_dot()
             for _ in range(args.rounds):
-                peaks.append(_core.testing.fma_peak_gflops(args.threads))
+                peaks.append(_core.testing.fma_peak_gflops(args.threads, bf16=bf16))
                 for mul_mat in (False, True):
                     (sec,) = _core.testing.linear_seconds(x, [w], [wtype], args.threads, mul_mat, 1)
                     rates[mul_mat].append(flops / sec / 1e9)

@@ -7,8 +7,10 @@ omnivoice.cpp's file or `omnivoice-convert --outtype Q4_K_M`, in --gguf-dir); th
 upstream's padded [2, 8, S] batch with its 4-D bool mask in float32 and bfloat16, in its own venv
 (--ref-python) through bench/lm_ref.py, in --rounds rounds of ours then the reference. Prints
 median seconds of all runs, the ratios ours / PyTorch (per round: median and range), our
-achieved GFLOP/s next to ggml's own matmul rate (weight hidden x ffn), and each type's logits'
-max relative difference from the reference's float32 ones.
+achieved GFLOP/s next to ggml's own matmul rate (weight hidden x ffn) and to the CPU's peak
+(vdpbf16ps chains where the CPU has AVX512-BF16, else F32 FMAs on its widest vectors), each
+type's logits' max relative difference from the reference's float32 ones, the CPU's flags and
+the kernel that runs each type's projections.
 
     python -P bench/lm.py [--gguf-dir ...] [--hf-dir ...] [--shapes auto,clone] [--threads 2] [--rounds 3]
 """
@@ -91,6 +93,11 @@ def main() -> None:
     args = parser.parse_args()
 
     types = args.types.split(",")
+    flags = _core.testing.cpu_flags()
+    bf16_peak = "avx512bf16" in flags
+    print(f"CPU flags: {' '.join(flags)}")
+    # A Q4_K_M file's projections are mostly Q4_K.
+    print("projections: " + ", ".join(f"{t} {_core.testing.linear_kernel({'Q4_K_M': 'Q4_K'}.get(t, t))}" for t in types))
     backend = _core.Backend(args.threads)
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
@@ -100,7 +107,7 @@ def main() -> None:
             segments = [(s_len, s_len - t_len, t_len), (t_len, 0, t_len)]
             # Per round: each of our types, then the reference, so every round's ratio compares
             # runs that saw the same load.
-            ours, logits, mm, rss, ids = {t: [] for t in types}, {}, {}, {}, None
+            ours, logits, mm, peak, rss, ids = {t: [] for t in types}, {}, {}, {}, {}, None
             refs: list[dict] = []
             for _ in range(args.rounds):
                 for wtype in types:  # one model in memory at a time
@@ -117,6 +124,7 @@ def main() -> None:
                     rss[wtype] = resident_kb() / 1e6  # GB: touched weights, buffers, Python
                     # The yardstick right after our runs, so both see the same load on a shared machine.
                     mm[wtype] = matmul_gflops(wtype, lm.hidden_size, lm.intermediate_size, 512, args.threads)
+                    peak[wtype] = _core.testing.fma_peak_gflops(args.threads, bf16=bf16_peak)
                     flops = step_flops(lm, segments)
                     del lm
                 if not args.no_ref:
@@ -130,6 +138,8 @@ def main() -> None:
                 rate = flops / statistics.median(runs) / 1e9
                 print(f"  ours {wtype:5s} {runs_text(runs)}  {rate:5.0f} GFLOP/s; ggml's matmul "
                       f"{mm[wtype]:.0f} GFLOP/s (weight hidden x ffn, 512 tokens, last round): {rate / mm[wtype]:.0%}; "
+                      f"{rate / peak[wtype]:.0%} of the {'bf16 dot' if bf16_peak else 'F32 FMA'} peak "
+                      f"({peak[wtype]:.0f}); "
                       f"RSS {rss[wtype]:.2f} GB for a {gguf_gb(args.gguf_dir, wtype):.2f} GB GGUF")
             if args.no_ref:
                 continue

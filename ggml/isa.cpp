@@ -26,6 +26,14 @@ std::atomic<int> & cap() {
     return value;
 }
 
+std::atomic<bool> & bf16_allowed() {
+    static std::atomic<bool> value{[] {
+        const char * env = std::getenv("OMNIVOICE_BF16_DOT");
+        return !(env && std::strcmp(env, "0") == 0);
+    }()};
+    return value;
+}
+
 }  // namespace
 
 OvIsa ov_isa() {
@@ -33,6 +41,17 @@ OvIsa ov_isa() {
     const int c = cap().load(std::memory_order_relaxed);
     return (int) cpu < c ? cpu : (OvIsa) c;
 }
+
+bool ov_bf16_dot() {
+#if defined(__x86_64__) && defined(__GNUC__)
+    static const bool cpu = __builtin_cpu_supports("avx512bf16");
+#else
+    constexpr bool cpu = false;
+#endif
+    return cpu && ov_isa() == OvIsa::avx512 && bf16_allowed().load(std::memory_order_relaxed);
+}
+
+bool ov_set_bf16_dot(bool allow) { return bf16_allowed().exchange(allow); }
 
 OvIsa ov_set_isa_cap(OvIsa new_cap) { return (OvIsa) cap().exchange((int) new_cap); }
 

@@ -12,6 +12,7 @@
 #if OV_X86
 #include <immintrin.h>
 #define OV_TARGET_AVX2 __attribute__((target("arch=x86-64-v3")))
+#define OV_TARGET_BF16 __attribute__((target("arch=x86-64-v4,avx512bf16")))
 #endif
 
 namespace {
@@ -39,7 +40,8 @@ struct Weight {
 };
 
 struct LinearArgs {
-    const float * xp;  // x packed for the tiles by pack_x_compute: [tile][IN][RT]
+    const float * xp;        // x packed for the tiles by pack_x_compute: [tile][IN][RT]
+    const uint32_t * xp16;   // or in bf16 pairs, for the vdpbf16ps build: [tile][(IN + 1) / 2][RT]
     int64_t n_in, n_tok;
     float * y;  // [OUT, N], row stride y_stride floats
     int64_t y_stride;
@@ -184,6 +186,32 @@ void pack_tiles(const float * x, int64_t x_stride, int64_t n_in, int64_t n_tok, 
     }
 }
 
+// y rows [0, rows), outputs [0, cols) of a tile's accumulators, added to y when `accumulate`.
+template <int L, int NV, int RT>
+__attribute__((always_inline)) inline void store_tile(const typename OvVec<L>::f (&acc)[RT][NV], float * c,
+                                                      int64_t c_stride, int rows, int cols, bool accumulate) {
+    typedef typename OvVec<L>::f vec;
+    constexpr int P = NV * L;
+    for (int r = 0; r < RT && r < rows; ++r) {
+        float * out = c + r * c_stride;
+        if (cols == P) {
+            for (int j = 0; j < NV; ++j) {
+                vec v = acc[r][j];
+                if (accumulate) {
+                    vec old;
+                    std::memcpy(&old, out + j * L, sizeof(vec));
+                    v += old;
+                }
+                std::memcpy(out + j * L, &v, sizeof(vec));
+            }
+        } else {
+            float buf[P];
+            for (int j = 0; j < NV; ++j) std::memcpy(buf + j * L, &acc[r][j], sizeof(vec));
+            for (int i = 0; i < cols; ++i) out[i] = accumulate ? out[i] + buf[i] : buf[i];
+        }
+    }
+}
+
 // y rows [0, rows) of a tile of RT tokens, outputs [0, cols) of a panel of NV*L (c points at the
 // panel's first output of the tile's first token): the sum of panel^T xp over kc inputs, added to
 // y when `accumulate` (later chunks), stored otherwise. Per input: NV weight loads, RT broadcasts
@@ -205,24 +233,7 @@ __attribute__((always_inline)) inline void tile(const float * panel, const float
             for (int j = 0; j < NV; ++j) acc[r][j] += wv[j] * xv;
         }
     }
-    for (int r = 0; r < RT && r < rows; ++r) {
-        float * out = c + r * c_stride;
-        if (cols == P) {
-            for (int j = 0; j < NV; ++j) {
-                vec v = acc[r][j];
-                if (accumulate) {
-                    vec old;
-                    std::memcpy(&old, out + j * L, sizeof(vec));
-                    v += old;
-                }
-                std::memcpy(out + j * L, &v, sizeof(vec));
-            }
-        } else {
-            float buf[P];
-            for (int j = 0; j < NV; ++j) std::memcpy(buf + j * L, &acc[r][j], sizeof(vec));
-            for (int i = 0; i < cols; ++i) out[i] = accumulate ? out[i] + buf[i] : buf[i];
-        }
-    }
+    store_tile<L, NV, RT>(acc, c, c_stride, rows, cols, accumulate);
 }
 
 // The bytes of rows [r0, r0 + P) of a weight that hold inputs [k0, k0 + kc), fetched into cache a
@@ -263,17 +274,74 @@ struct NextPanel {
     int64_t r0 = 0;
 };
 
+#if OV_X86
+// A BF16 panel in pairs of inputs: panel word [k/2][r] = inputs (k0 + k, k0 + k + 1) of row r0 + r,
+// the first in the low half as vdpbf16ps pairs them. The row's bf16 pairs are moved as if they were
+// F32 values (the transposes only move bits); an odd last input is paired with zero.
+template <int P>
+struct PackPairs {
+    OV_TARGET_AVX2 static void pack(const Weight & w, int64_t r0, int64_t k0, int64_t kc, float * panel) {
+        const Weight words = {w.data, w.row_bytes, w.rows, 0, nullptr};
+        PackAvx2<GGML_TYPE_F32, P>::pack(words, r0, k0 / 2, kc / 2, panel);
+        if (kc % 2 == 0) return;
+        auto * last = (uint32_t *) (panel + kc / 2 * P);
+        for (int r = 0; r < P; ++r) {
+            const auto * row = (const uint16_t *) (w.data + (r0 + r) * w.row_bytes);
+            last[r] = r0 + r < w.rows ? row[k0 + kc - 1] : 0;
+        }
+    }
+};
+
+// The vdpbf16ps tiles: RT tokens x 32 outputs over x packed in bf16 pairs, per pair of inputs 2
+// weight loads, RT broadcasts (from memory, into the instruction) and 2 RT dot products into F32
+// accumulators (14 tokens: 28 of the 32 zmm).
+template <int RT>
+struct Bf16Tile {
+    static constexpr int kRows = RT, kWidth = 32, kInputsPerFloat = 2;
+    // A call of its own per tile: linear_panel, built for any target, cannot inline vdpbf16ps code.
+    OV_TARGET_BF16 static void run(const LinearArgs & a, const float * panel, int64_t t, int64_t k0, int64_t kc,
+                                   float * c, int rows, int cols, bool accumulate) {
+        typedef OvVec<16>::f vec;
+        const uint32_t * xp = a.xp16 + t * ((a.n_in + 1) / 2) + k0 / 2 * RT;
+        vec acc[RT][2];
+        for (int r = 0; r < RT; ++r) acc[r][0] = acc[r][1] = vec{};
+        for (int64_t k = 0; k < (kc + 1) / 2; ++k) {
+            const auto w0 = (__m512bh) _mm512_load_si512(panel + k * 32);
+            const auto w1 = (__m512bh) _mm512_load_si512(panel + k * 32 + 16);
+            for (int r = 0; r < RT; ++r) {
+                const auto xv = (__m512bh) _mm512_set1_epi32((int) xp[k * RT + r]);
+                acc[r][0] = (vec) _mm512_dpbf16_ps((__m512) acc[r][0], w0, xv);
+                acc[r][1] = (vec) _mm512_dpbf16_ps((__m512) acc[r][1], w1, xv);
+            }
+        }
+        store_tile<16, 2, RT>(acc, c, a.y_stride, rows, cols, accumulate);
+    }
+};
+#endif
+
+// The F32 tiles: tile() over x packed in F32, RT tokens by NV vectors of L outputs.
+template <int L, int NV, int RT>
+struct F32Tile {
+    static constexpr int kRows = RT, kWidth = NV * L, kInputsPerFloat = 1;
+    __attribute__((always_inline)) static inline void run(const LinearArgs & a, const float * panel, int64_t t,
+                                                          int64_t k0, int64_t kc, float * c, int rows, int cols,
+                                                          bool accumulate) {
+        tile<L, NV, RT>(panel, a.xp + t * a.n_in + k0 * RT, kc, c, a.y_stride, rows, cols, accumulate);
+    }
+};
+
 // Outputs [r0, r0 + P) of weight w for tokens [t0, t1) (whole tiles from t0), chunk by chunk of
 // the inputs: each chunk of the weights is unpacked once into `panel` while the next chunk (or the
-// next unit's first) is prefetched, and every tile of those tokens runs over it. Chunks add to y in input order, whichever
-// thread computes the panel: results do not depend on the thread count or timing.
-template <int L, int NV, int RT, typename Pack, int64_t chunk>
+// next unit's first) is prefetched, and every tile of those tokens runs over it. Chunks add to y
+// in input order, whichever thread computes the panel: results do not depend on the thread count
+// or timing.
+template <typename Tile, typename Pack, int64_t chunk>
 __attribute__((always_inline)) inline void linear_panel(const LinearArgs & a, const Weight & w, int64_t r0,
                                                         int64_t t0, int64_t t1, const NextPanel & next,
                                                         float * panel) {
-    constexpr int P = NV * L;
+    constexpr int P = Tile::kWidth, RT = Tile::kRows;
     const int64_t n_tiles = (t1 - t0 + RT - 1) / RT;
-    static_assert(chunk % kQ8Block == 0 && chunk * P <= kPanelFloats,
+    static_assert(chunk % kQ8Block == 0 && chunk * P <= kPanelFloats * Tile::kInputsPerFloat,
                   "chunks hold whole Q8_0 blocks and fit the panel");
     const int cols = w.rows - r0 < P ? (int) (w.rows - r0) : P;
     float * c = a.y + w.out_offset + r0;
@@ -296,14 +364,14 @@ __attribute__((always_inline)) inline void linear_panel(const LinearArgs & a, co
                 __builtin_prefetch(c + (t + RT + r) * a.y_stride, 1);
                 __builtin_prefetch(c + (t + RT + r) * a.y_stride + P - 1, 1);
             }
-            tile<L, NV, RT>(panel, a.xp + t * a.n_in + k0 * RT, kc, c + t * a.y_stride, a.y_stride, rows, cols,
-                            k0 > 0);
+            Tile::run(a, panel, t, k0, kc, c + t * a.y_stride, rows, cols, k0 > 0);
         }
     }
 }
 
-// One build per instruction set and weight type. Register budget: RT*NV accumulators, NV weight
-// vectors and a broadcast within 16 ymm (AVX2: 6x2) or 32 zmm (AVX-512: 14x2, 32 outputs).
+// One build per instruction set and weight type, and the vdpbf16ps one for BF16. Register budget:
+// RT*NV accumulators, NV weight vectors and a broadcast within 16 ymm (AVX2: 6x2) or 32 zmm
+// (AVX-512 and vdpbf16ps: 14x2, 32 outputs).
 // Each unpacks into `panel`, the thread's scratch of kPanelFloats.
 using PanelFn = void (*)(const LinearArgs &, const Weight &, int64_t, int64_t, int64_t, const NextPanel &, float *);
 
@@ -314,14 +382,14 @@ constexpr int kPanelWidth[] = {16, 16, 32};
 template <ggml_type T>
 void panel_base(const LinearArgs & a, const Weight & w, int64_t r0, int64_t t0, int64_t t1, const NextPanel & next,
                 float * panel) {
-    linear_panel<4, 4, 2, PackOf<T, 16, PackPlain>, chunk_of<T, 16>>(a, w, r0, t0, t1, next, panel);
+    linear_panel<F32Tile<4, 4, 2>, PackOf<T, 16, PackPlain>, chunk_of<T, 16>>(a, w, r0, t0, t1, next, panel);
 }
 
 #if OV_X86
 template <ggml_type T>
 OV_TARGET_AVX2 void panel_avx2(const LinearArgs & a, const Weight & w, int64_t r0, int64_t t0, int64_t t1,
                                const NextPanel & next, float * panel) {
-    linear_panel<8, 2, 6, PackOf<T, 16, PackAvx2>, chunk_of<T, 16>>(a, w, r0, t0, t1, next, panel);
+    linear_panel<F32Tile<8, 2, 6>, PackOf<T, 16, PackAvx2>, chunk_of<T, 16>>(a, w, r0, t0, t1, next, panel);
 }
 
 // Not run on the development machine (Zen 3, no AVX-512): the same template as the AVX2 build,
@@ -330,7 +398,13 @@ template <ggml_type T>
 __attribute__((target("arch=x86-64-v4"))) void panel_avx512(const LinearArgs & a, const Weight & w, int64_t r0,
                                                             int64_t t0, int64_t t1, const NextPanel & next,
                                                             float * panel) {
-    linear_panel<16, 2, 14, PackOf<T, 32, PackAvx2>, chunk_of<T, 32>>(a, w, r0, t0, t1, next, panel);
+    linear_panel<F32Tile<16, 2, 14>, PackOf<T, 32, PackAvx2>, chunk_of<T, 32>>(a, w, r0, t0, t1, next, panel);
+}
+
+// BF16 weights on AVX512-BF16: 384 inputs x 32 outputs in pairs (24 KB) per chunk, 14 tokens a tile.
+OV_TARGET_BF16 void panel_bf16(const LinearArgs & a, const Weight & w, int64_t r0, int64_t t0, int64_t t1,
+                               const NextPanel & next, float * panel) {
+    linear_panel<Bf16Tile<14>, PackPairs<32>, 2 * kPanelBytes / (32 * (int64_t) sizeof(float))>(a, w, r0, t0, t1, next, panel);
 }
 #endif
 
@@ -344,7 +418,11 @@ PanelFn pick(OvIsa isa) {
     return panel_base<T>;
 }
 
-PanelFn pick_for(ggml_type type, OvIsa isa) {
+PanelFn pick_for(ggml_type type, OvIsa isa, bool bf16_dot) {
+#if OV_X86
+    if (type == GGML_TYPE_BF16 && bf16_dot) return panel_bf16;
+#endif
+    (void) bf16_dot;
     switch (type) {
         case GGML_TYPE_F32: return pick<GGML_TYPE_F32>(isa);
         case GGML_TYPE_F16: return pick<GGML_TYPE_F16>(isa);
@@ -366,21 +444,93 @@ PanelFn pick_for(ggml_type type, OvIsa isa) {
 constexpr int64_t kXBlockBytes = 8 << 20;
 
 // The head of the packed-x tensor, before the tiles: written by the pack op, read by the product.
+// The F32 tiles follow it, then (where a weight is BF16) room for the bf16 tiles.
 struct alignas(64) PackedHeader {
     int64_t isa;                 // the OvIsa the tiles were packed for (the cap may change between graphs)
+    int64_t bf16;                // whether BF16 weights run on vdpbf16ps over the bf16 tiles
     std::atomic<int64_t> claim;  // the next unit to hand out
 };
 constexpr int64_t kHeaderFloats = sizeof(PackedHeader) / sizeof(float);
 static_assert(sizeof(PackedHeader) % 64 == 0 && std::atomic<int64_t>::is_always_lock_free);
 
-// dst = the packed-x tensor, dst->src[0] = x [IN, N]. Threads pack contiguous ranges of tiles;
-// thread 0 also resets the unit counter, which the graph's barrier publishes to the product.
-void pack_x_compute(ggml_tensor * dst, int ith, int nth, void *) {
+// Floats of the F32 tiles, and words of the bf16 tiles, for any build's tile (up to 14 tokens).
+int64_t f32_tiles_floats(int64_t n_in, int64_t n_tok) { return n_in * (n_tok + kTileRows[(int) OvIsa::avx512] - 1); }
+int64_t bf16_tiles_words(int64_t n_in, int64_t n_tok) {
+    return (n_in + 1) / 2 * (n_tok + kTileRows[(int) OvIsa::avx512] - 1);
+}
+
+#if OV_X86
+// v[j] <- column j of the 16x16 block of 32-bit words whose rows are v[0..15].
+OV_TARGET_BF16 inline void transpose16(__m512i v[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    // v[4i + j], 128-bit lane l: column 4l + j of rows 4i .. 4i + 3.
+    for (int i = 0; i < 16; i += 4) {
+        v[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        v[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        v[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        v[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int j = 0; j < 4; ++j) {
+        const __m512i u0 = _mm512_shuffle_i32x4(v[j], v[4 + j], 0x44), u1 = _mm512_shuffle_i32x4(v[j], v[4 + j], 0xEE);
+        const __m512i w0 = _mm512_shuffle_i32x4(v[8 + j], v[12 + j], 0x44);
+        const __m512i w1 = _mm512_shuffle_i32x4(v[8 + j], v[12 + j], 0xEE);
+        t[j] = _mm512_shuffle_i32x4(u0, w0, 0x88);
+        t[4 + j] = _mm512_shuffle_i32x4(u0, w0, 0xDD);
+        t[8 + j] = _mm512_shuffle_i32x4(u1, w1, 0x88);
+        t[12 + j] = _mm512_shuffle_i32x4(u1, w1, 0xDD);
+    }
+    for (int i = 0; i < 16; ++i) v[i] = t[i];
+}
+
+// xp[t][k/2][r] = inputs (k, k + 1) of x row (14 t + r) in bf16, one word per pair (the first in
+// the low half; an odd last input paired with zero), for tiles [t0, t1), rows past the last token
+// zero. Rounded to nearest even by vcvtne2ps2bf16, as ggml's own conversion (so ggml's BF16
+// mul_mat sees the same x). 16 pairs of a tile at a time: each token's 32 inputs become one zmm of
+// 16 words, transposed so that each pair's 14 words store as one run.
+OV_TARGET_BF16 void pack_tiles_bf16(const float * x, int64_t x_stride, int64_t n_in, int64_t n_tok, int64_t t0,
+                                    int64_t t1, uint32_t * xp) {
+    constexpr int RT = 14;
+    const int64_t n_pairs = (n_in + 1) / 2;
+    for (int64_t t = t0; t < t1; ++t) {
+        uint32_t * dst = xp + t * n_pairs * RT;
+        const int64_t rows = n_tok - t * RT < RT ? n_tok - t * RT : RT;
+        for (int64_t k = 0; k < n_pairs; k += 16) {
+            const int64_t left = n_in - 2 * k;  // inputs from this block's first
+            const __mmask16 lo = left >= 16 ? 0xFFFF : (__mmask16) ((1u << left) - 1);
+            const __mmask16 hi = left >= 32 ? 0xFFFF : left > 16 ? (__mmask16) ((1u << (left - 16)) - 1) : 0;
+            __m512i v[16];
+            for (int r = 0; r < 16; ++r) {
+                if (r >= rows) {
+                    v[r] = _mm512_setzero_si512();
+                    continue;
+                }
+                const float * src = x + (t * RT + r) * x_stride + 2 * k;
+                v[r] = (__m512i) _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, src + 16), _mm512_maskz_loadu_ps(lo, src));
+            }
+            transpose16(v);
+            const int64_t pairs = n_pairs - k < 16 ? n_pairs - k : 16;
+            for (int j = 0; j < pairs; ++j) _mm512_mask_storeu_epi32(dst + (k + j) * RT, (1 << RT) - 1, v[j]);
+        }
+    }
+}
+#endif
+
+// dst = the packed-x tensor, dst->src[0] = x [IN, N]; userdata: whether some weight is BF16, whether
+// some weight is not. Threads pack contiguous ranges of tiles, in F32 for the weights that are
+// unpacked to F32 and in bf16 pairs for the BF16 ones on vdpbf16ps; thread 0 also resets the unit
+// counter, which the graph's barrier publishes to the product.
+void pack_x_compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
     const ggml_tensor * x = dst->src[0];
     auto * head = (PackedHeader *) dst->data;
     const OvIsa isa = ov_isa();
+    const bool bf16 = ov_param(userdata, 0) && ov_bf16_dot(), f32 = ov_param(userdata, 1) || !bf16;
     if (ith == 0) {
         head->isa = (int64_t) isa;
+        head->bf16 = bf16;
         head->claim.store(0, std::memory_order_relaxed);
     }
     const int rt = kTileRows[(int) isa];
@@ -389,6 +539,10 @@ void pack_x_compute(ggml_tensor * dst, int ith, int nth, void *) {
     ov_thread_range((n_tok + rt - 1) / rt, ith, nth, &t0, &t1);
     const auto * xd = (const float *) x->data;
     float * xp = (float *) dst->data + kHeaderFloats;
+#if OV_X86
+    if (bf16) pack_tiles_bf16(xd, x_stride, n_in, n_tok, t0, t1, (uint32_t *) (xp + f32_tiles_floats(n_in, n_tok)));
+#endif
+    if (!f32) return;
     if (rt == 2) pack_tiles<2>(xd, x_stride, n_in, n_tok, t0, t1, xp);
     else if (rt == 6) pack_tiles<6>(xd, x_stride, n_in, n_tok, t0, t1, xp);
     else pack_tiles<14>(xd, x_stride, n_in, n_tok, t0, t1, xp);
@@ -407,6 +561,7 @@ void linear_compute(ggml_tensor * dst, int, int, void *) {
     a.xp = (const float *) packed->data + kHeaderFloats;
     a.n_in = dst->src[1]->ne[0];
     a.n_tok = dst->ne[1];
+    a.xp16 = (const uint32_t *) (a.xp + f32_tiles_floats(a.n_in, a.n_tok));
     a.y = (float *) dst->data;
     a.y_stride = dst->nb[1] / sizeof(float);
     std::vector<int64_t> panel_start = {0};
@@ -416,7 +571,7 @@ void linear_compute(ggml_tensor * dst, int, int, void *) {
         a.weights.push_back({(const char *) w->data, (int64_t) w->nb[1], w->ne[1],
                              i == 1 ? 0 : a.weights.back().out_offset + a.weights.back().rows,
                              ggml_get_type_traits(w->type)});
-        fns.push_back(pick_for(w->type, isa));
+        fns.push_back(pick_for(w->type, isa, head->bf16));
         panel_start.push_back(panel_start.back() + (w->ne[1] + width - 1) / width);
     }
     thread_local std::vector<float> panel_mem;
@@ -459,9 +614,22 @@ bool ov_linear_supports(ggml_type type) {
 bool ov_linear_preferred(ggml_type type) {
     if (!ov_linear_supports(type)) return false;
 #if OV_X86
-    if (type == GGML_TYPE_BF16 && ov_isa() == OvIsa::avx512 && __builtin_cpu_supports("avx512bf16")) return false;
+    if (type == GGML_TYPE_BF16 && ov_isa() == OvIsa::avx512 && __builtin_cpu_supports("avx512bf16")) {
+        return ov_bf16_dot();
+    }
 #endif
     return true;
+}
+
+const char * ov_linear_kernel(ggml_type type) {
+    if (!ov_linear_preferred(type)) return "ggml mul_mat";
+    if (type == GGML_TYPE_BF16 && ov_bf16_dot()) return "ov_linear avx512bf16";
+    switch (ov_isa()) {
+        case OvIsa::avx512: return "ov_linear avx512";
+        case OvIsa::avx2: return "ov_linear avx2";
+        case OvIsa::base: break;
+    }
+    return "ov_linear base";
 }
 
 ggml_tensor * ov_linear(ggml_context * ctx, ggml_tensor * x, const std::vector<ggml_tensor *> & weights) {
@@ -475,11 +643,15 @@ ggml_tensor * ov_linear(ggml_context * ctx, ggml_tensor * x, const std::vector<g
         n_out += w->ne[1];
     }
     // x once for all threads, in tiles of up to 14 tokens (the widest build's; the build that
-    // computes picks its own), then the product over it: a graph node of its own, so that the
-    // barrier after it hands every thread the whole packed x.
-    const int64_t tile_max = kTileRows[(int) OvIsa::avx512];
-    ggml_tensor * packed = ggml_custom_4d(ctx, GGML_TYPE_F32, kHeaderFloats + x->ne[0] * (x->ne[1] + tile_max - 1), 1,
-                                          1, 1, &x, 1, pack_x_compute, GGML_N_TASKS_MAX, nullptr);
+    // computes picks its own), in F32 and, with room for it where a weight is BF16, in bf16 pairs;
+    // then the product over it: a graph node of its own, so that the barrier after it hands every
+    // thread the whole packed x.
+    bool bf16 = false, other = false;
+    for (ggml_tensor * w : weights) (w->type == GGML_TYPE_BF16 ? bf16 : other) = true;
+    const int64_t floats = kHeaderFloats + f32_tiles_floats(x->ne[0], x->ne[1]) +
+                           (bf16 ? bf16_tiles_words(x->ne[0], x->ne[1]) : 0);
+    ggml_tensor * packed = ggml_custom_4d(ctx, GGML_TYPE_F32, floats, 1, 1, 1, &x, 1, pack_x_compute, GGML_N_TASKS_MAX,
+                                          ov_pack_params(bf16, other, 0, 0));
     std::vector<ggml_tensor *> args = {packed};
     args.insert(args.end(), weights.begin(), weights.end());
     return ggml_custom_4d(ctx, GGML_TYPE_F32, n_out, x->ne[1], 1, 1, args.data(), (int) args.size(), linear_compute,

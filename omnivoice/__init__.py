@@ -8,7 +8,7 @@ from __future__ import annotations
 from importlib.metadata import version
 
 from . import _libs  # noqa: F401  (must run before _core is imported)
-from ._core import Backend, ModelFormatError
+from ._core import Backend, DeviceError, ModelFormatError
 from .models.omnivoice import (AudioTokenizer, OmniVoice, OmniVoiceGenerationConfig, VoiceClonePrompt, load_codes,
                                save_codes)
 from .protocol import Capabilities, OptionError, SpeechModel, UnsupportedMode, WrongFamily
@@ -23,6 +23,7 @@ __all__ = [
     "Backend",
     "Cancelled",
     "Capabilities",
+    "DeviceError",
     "ModelFormatError",
     "OmniVoice",
     "OmniVoiceGenerationConfig",

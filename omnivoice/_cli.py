@@ -51,6 +51,12 @@ def finite_float(text: str) -> float:
     return _number(text, float, lambda v: True, "a finite number")
 
 
+def add_device_argument(p: argparse.ArgumentParser) -> None:
+    """``--device``, the one way every command picks its compute device."""
+    p.add_argument("--device", help="compute device: cpu, a GPU such as CUDA0, or rpc://HOST:PORT (an "
+                   "omnivoice-rpc-server); default: the best ggml offers (a GPU when built with one, else the CPU)")
+
+
 def check_output_path(path: str | os.PathLike[str]) -> None:
     """Raises ValueError, with the reason, when a file cannot be written at ``path`` (checked
     before any work, so a long generation does not end in a failed write)."""

@@ -18,7 +18,7 @@ from typing import Any, BinaryIO, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
-from ._cli import (check_output_path, finite_float, non_negative_float, non_negative_int, positive_float,
+from ._cli import (add_device_argument, check_output_path, finite_float, non_negative_float, non_negative_int, positive_float,
                    positive_int, run_command)
 from .batch import write_audio_file
 
@@ -69,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=positive_int,
                    help="CPU threads, at most the usable cores (default: the cores other processes leave idle); "
                         "with --ray, per actor (default: the cluster's CPUs divided among the actors)")
+    add_device_argument(p)
     p.add_argument("--batch", help="JSONL file, one request per line (keys: text, output, and any of lang, "
                                    "instruct, duration, speed, ref_wav, ref_text, voice, seed); -o names "
                                    "the output directory for lines without 'output'")
@@ -288,7 +289,7 @@ def _run_batch(args: argparse.Namespace, base: dict[str, Any], progress: _Progre
     for req in requests:
         if isinstance(req, RequestError):
             raise ValueError(f"{args.batch}:{req.id}: {req.message}")
-    model = load(args.model, n_threads=args.threads, **_load_kwargs(args))
+    model = load(args.model, n_threads=args.threads, device=args.device, **_load_kwargs(args))
     runner = BatchRunner(model, args.format, sample_rate=args.sample_rate, **_settings(args))
     for n, req in enumerate(requests, 1):
         runner.run(req, progress=progress)
@@ -329,7 +330,7 @@ def _run(args: argparse.Namespace) -> None:
         raise ValueError("--ray runs a --batch job: give --batch FILE")
     if not args.stream_by_line and args.output != "-":  # --stream-by-line writes into a directory
         check_output_path(args.output)
-    model = load(args.model, n_threads=args.threads, **_load_kwargs(args))
+    model = load(args.model, n_threads=args.threads, device=args.device, **_load_kwargs(args))
 
     voice = _voice_kwargs(model, base, _settings(args))
     if args.save_voice:

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from ._cli import check_output_path, positive_int, run_command
+from ._cli import add_device_argument, check_output_path, positive_int, run_command
 from .audio import WAV_FORMATS, load_audio, truncate_to_hop, write_wav
 from .models.omnivoice.audio_tokenizer import CODES_MAGIC, AudioTokenizer, load_codes, save_codes
 
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=tuple(WAV_FORMATS), default="wav16",
                    help="WAV sample format when decoding (default: %(default)s)")
     p.add_argument("--threads", type=positive_int, help="CPU threads (default: every core)")
+    add_device_argument(p)
     return p
 
 
@@ -62,7 +63,7 @@ def _run(args: argparse.Namespace) -> None:
     if not args.output and dst.exists():
         # The default name may be the recording the codes came from: never replace it unasked.
         raise ValueError(f"{dst} exists; give -o to choose the output (an explicit -o overwrites)")
-    tok = AudioTokenizer.from_file(args.model, n_threads=args.threads)
+    tok = AudioTokenizer.from_file(args.model, n_threads=args.threads, device=args.device)
     if decode:
         audio = tok.decode(load_codes(src))
         write_wav(dst, audio, tok.sample_rate, args.format)

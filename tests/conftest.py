@@ -11,6 +11,10 @@ longest end-to-end cases.
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Callable, Optional
@@ -131,3 +135,66 @@ def simd_build(request: pytest.FixtureRequest) -> Iterator[str]:
     assert _core.testing.simd() == request.param
     yield request.param
     _core.testing.set_simd_cap(previous)
+
+
+class RpcServer:
+    """An ``omnivoice-rpc-server`` on 127.0.0.1 started by a test (see ``start_rpc_server``)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.device = f"rpc://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "omnivoice.rpc_server", "--host", "127.0.0.1", "--port", str(port),
+             "--threads", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"omnivoice-rpc-server exited: {self.proc.stderr.read().decode()}")
+            try:
+                # ggml's server takes this as a client that hangs up at once.
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError("omnivoice-rpc-server did not listen within 60 s") from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()  # the command stops its serving child
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stderr.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def start_rpc_server() -> Iterator[Callable[[], RpcServer]]:
+    """``start_rpc_server()``: a new server on a free port, stopped at the end of the session
+    (or earlier by its ``stop()``)."""
+    if not _core.Backend.has_rpc:
+        pytest.skip("this build has no RPC backend (scripts/install.sh builds ggml with GGML_RPC=ON)")
+    servers: list[RpcServer] = []
+
+    def start() -> RpcServer:
+        servers.append(RpcServer(free_port()))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+@pytest.fixture(scope="session")
+def rpc_device(start_rpc_server: Callable[[], RpcServer]) -> str:
+    """``rpc://127.0.0.1:PORT`` of one server shared by the session's tests."""
+    return start_rpc_server().device

@@ -113,16 +113,42 @@ PYBIND11_MODULE(_core, m) {
         }
     });
 
-    py::class_<ov::Backend, ov::BackendPtr>(m, "Backend", "A ggml compute backend (best device, CPU fallback).")
-        .def(py::init([](int n_threads, bool stock_ops) { return std::make_shared<ov::Backend>(n_threads, false, stock_ops); }),
-             "n_threads"_a = 0, "stock_ops"_a = false,
-             "n_threads <= 0 uses every core. stock_ops: build graphs from stock ggml ops only, as on a GPU "
-             "(also set by OMNIVOICE_STOCK_OPS=1).")
+    py::register_exception<ov::DeviceError>(m, "DeviceError", PyExc_RuntimeError);
+    ov::install_rpc_abort_guard();
+
+    py::class_<ov::Backend, ov::BackendPtr>(m, "Backend", "A ggml compute device: the CPU, a GPU or an RPC server.")
+        .def(py::init([](int n_threads, const std::string & device, bool stock_ops) {
+                 return std::make_shared<ov::Backend>(n_threads, device, stock_ops);
+             }),
+             "n_threads"_a = 0, "device"_a = "", "stock_ops"_a = false,
+             py::call_guard<py::gil_scoped_release>(),
+             "n_threads <= 0 uses every core. device: '' (the best ggml offers: a GPU when built with one, else the "
+             "CPU), 'cpu', a name from Backend.devices() such as 'CUDA0', or 'rpc://HOST:PORT'. stock_ops: build "
+             "graphs from stock ggml ops only, as on a GPU (also set by OMNIVOICE_STOCK_OPS=1).")
+        .def_static("devices", &ov::Backend::devices,
+                    "Device names ggml sees: CPU, GPUs, and rpc://HOST:PORT of the RPC servers this process uses.")
+        .def_property_readonly_static("has_rpc", [](py::object) { return ov::Backend::has_rpc(); },
+                                      "Whether this build links ggml's RPC backend (rpc:// devices).")
         .def_property("n_threads", &ov::Backend::n_threads, &ov::Backend::set_n_threads)
         .def_property_readonly("name", [](const ov::Backend & b) { return std::string(b.name()); })
+        .def_property_readonly("device", &ov::Backend::device, "The device as Backend(device=...) names it.")
         .def_property_readonly("is_cpu", &ov::Backend::is_cpu)
         .def_property_readonly("stock_ops", &ov::Backend::stock_ops,
-                               "Whether models loaded on it use stock ggml ops only (always off the CPU).");
+                               "Whether models loaded on it use stock ggml ops only (always off the CPU).")
+        .def("stats", [](const ov::Backend & b) {
+                 const ov::Backend::Stats s = b.stats();
+                 return py::dict("upload_bytes"_a = s.upload_bytes, "upload_s"_a = s.upload_s,
+                                 "download_bytes"_a = s.download_bytes, "download_s"_a = s.download_s,
+                                 "computes"_a = s.computes, "compute_s"_a = s.compute_s);
+             },
+             "Bytes copied to and from the device and the seconds spent copying and computing, since the "
+             "backend was made or reset_stats().")
+        .def("reset_stats", &ov::Backend::reset_stats)
+        .def("__repr__", [](const ov::Backend & b) { return "<omnivoice.Backend device='" + b.device() + "'>"; });
+    m.def("serve_rpc", &ov::serve_rpc, "host"_a, "port"_a, "n_threads"_a, "cache_dir"_a = "",
+          py::call_guard<py::gil_scoped_release>(),
+          "Serves this process's CPU backend over ggml's RPC protocol on host:port, one client at a time; "
+          "returns only when it cannot listen or accept (raising DeviceError).");
 
     for (ov::BindFn fn : ov::bindings(ov::Binding::core)) fn(m);
     py::module_ testing = m.def_submodule("testing", "Op, capture and GGUF hooks for the test suite.");

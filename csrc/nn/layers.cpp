@@ -46,7 +46,7 @@ DerivedWeights::DerivedWeights(size_t max_tensors, bool stock_ops) : stock_ops_(
 }
 
 DerivedWeights::~DerivedWeights() {
-    if (buffer_) ggml_backend_buffer_free(buffer_);
+    release_device_memory(ggml_backend_buffer_free, buffer_);
     if (ctx_) ggml_free(ctx_);
 }
 
@@ -116,7 +116,7 @@ void DerivedWeights::materialize(const Backend & backend) {
         const char * in = (const char *) job.src->data;
         if (!ggml_backend_buffer_is_host(job.src->buffer)) {
             in_copy.resize(ggml_nbytes(job.src));
-            ggml_backend_tensor_get(job.src, in_copy.data(), 0, in_copy.size());
+            backend.download(job.src, in_copy.data(), in_copy.size());
             in = in_copy.data();
         }
         char * out = (char *) job.dst->data;
@@ -127,7 +127,7 @@ void DerivedWeights::materialize(const Backend & backend) {
         if (!job.parts.empty()) {
             size_t offset = 0;
             for (ggml_tensor * t : job.parts) {
-                ggml_backend_tensor_get(t, out + offset, 0, ggml_nbytes(t));
+                backend.download(t, out + offset, ggml_nbytes(t));
                 offset += ggml_nbytes(t);
             }
         } else if (job.perm.empty()) {
@@ -142,7 +142,7 @@ void DerivedWeights::materialize(const Backend & backend) {
             GGML_ASSERT(es == 4 || es == 2);  // F32 or F16
             (es == 4 ? permute_copy<4> : permute_copy<2>)(in, out, n, step);
         }
-        if (!dst_host) ggml_backend_tensor_set(job.dst, out, 0, ggml_nbytes(job.dst));
+        if (!dst_host) backend.upload(job.dst, out, ggml_nbytes(job.dst));
     }
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // Exceptions thrown by the core. The bindings map them to Python exception types
 // (ModelFormatError -> omnivoice.ModelFormatError, a ValueError; ModelFileNotFound ->
-// ModelFileNotFoundError, both a FileNotFoundError and a ModelFormatError; InvalidInput -> ValueError).
+// ModelFileNotFoundError, both a FileNotFoundError and a ModelFormatError; InvalidInput -> ValueError;
+// DeviceError -> omnivoice.DeviceError).
 #include <stdexcept>
 #include <string>
 
@@ -16,6 +17,12 @@ struct ModelFormatError : std::runtime_error {
 // everywhere in the package.
 struct ModelFileNotFound : ModelFormatError {
     using ModelFormatError::ModelFormatError;
+};
+
+// A compute device that cannot be reached or stopped answering (an RPC server down, silent, of
+// another protocol version, or gone mid-call). In Python omnivoice.DeviceError, a RuntimeError.
+struct DeviceError : std::runtime_error {
+    using std::runtime_error::runtime_error;
 };
 
 // Arguments from the caller that the model cannot run on (bad shapes, out-of-range ids).

@@ -242,7 +242,7 @@ GGUFFile::GGUFFile(const std::string & path, const std::string & expected_arch, 
                 fclose(f);
                 fail(std::string("short read of tensor ") + ggml_get_name(t));
             }
-            ggml_backend_tensor_set(t, tmp.data(), 0, tmp.size());
+            backend.upload(t, tmp.data(), tmp.size());
         }
         fclose(f);
     }
@@ -252,7 +252,7 @@ GGUFFile::GGUFFile(const std::string & path, const std::string & expected_arch, 
 }
 
 GGUFFile::~GGUFFile() {
-    if (buffer_) ggml_backend_buffer_free(buffer_);
+    release_device_memory(ggml_backend_buffer_free, buffer_);
     if (ctx_) ggml_free(ctx_);
     if (meta_) gguf_free(meta_);
     if (map_) munmap(map_, map_size_);

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from .._cli import positive_float, positive_int
+from .._cli import add_device_argument, positive_float, positive_int
 
 if TYPE_CHECKING:
     from .settings import ServerSettings
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per request (default: %(default)s)")
     p.add_argument("--cors-origin", action="append", default=[], help="allow this origin (repeatable; * for any)")
     p.add_argument("--threads", type=positive_int, help="CPU threads (default: all cores)")
+    add_device_argument(p)
     p.add_argument("--no-warmup", action="store_true", help="report ready without a warm-up generation")
     p.add_argument("--wyoming", help="also serve Wyoming (Home Assistant) at tcp://HOST:PORT")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
@@ -58,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         voices_dir=args.voices_dir, api_key=args.api_key or None, max_queue=args.max_queue,
         max_batch=args.max_batch, max_input_chars=args.max_input_chars,
         max_upload_bytes=int(args.max_upload_mb * 1024 * 1024), request_timeout=args.timeout,
-        cors_origins=tuple(args.cors_origin), threads=args.threads, warmup=not args.no_warmup,
+        cors_origins=tuple(args.cors_origin), threads=args.threads, device=args.device, warmup=not args.no_warmup,
         wyoming=args.wyoming)
     if args.ray_serve is not None:
         return _ray_serve(args, settings)

@@ -133,7 +133,8 @@ def create_app(model: Union[SpeechModel, str, os.PathLike], settings: Optional[S
     settings = settings or ServerSettings()
     settings.validate()
     if isinstance(model, (str, os.PathLike)):
-        load: Callable[[], SpeechModel] = lambda: load_model(model, n_threads=settings.threads)  # noqa: E731
+        load: Callable[[], SpeechModel] = lambda: load_model(model, n_threads=settings.threads,  # noqa: E731
+                                                               device=settings.device)
     else:
         load = lambda: model  # noqa: E731
     metrics = Metrics(lambda: engine.queue_depth)

@@ -28,6 +28,7 @@ class ServerSettings:
         cors_origins: Origins allowed by CORS (``["*"]`` for any); empty turns CORS off.
         model_name: The id listed by ``/v1/models``.
         threads: CPU threads when the app loads the model itself.
+        device: Its compute device (``omnivoice.Backend.devices()``, ``rpc://HOST:PORT``); None: the best.
         warmup: Run one short generation before ``/health`` says ready.
         wyoming: ``tcp://HOST:PORT`` to serve the Wyoming protocol (Home Assistant) as well.
     """
@@ -45,6 +46,7 @@ class ServerSettings:
     cors_origins: tuple[str, ...] = ()
     model_name: str = "omnivoice"
     threads: Optional[int] = None
+    device: Optional[str] = None
     warmup: bool = True
     wyoming: Optional[str] = None
 

@@ -272,8 +272,8 @@ std::vector<double> linear_seconds(const F32Array & x, const std::vector<F32Arra
 
 #if OV_X86
 // 12 independent chains of 8-wide FMAs on registers only (12 covers Zen 3's 2 FMA pipes x 4
-// cycles of latency with room): the CPU's F32 FMA peak per thread, the yardstick of linear_seconds.
-__attribute__((target("arch=x86-64-v3"))) void fma_chains(int64_t iterations) {
+// cycles of latency with room): the CPU's F32 FMA peak per thread on AVX2.
+__attribute__((target("arch=x86-64-v3"))) void fma_chains_avx2(int64_t iterations) {
     // The compiler keeps vector arrays in memory across an asm barrier: written out instead.
     __asm__ volatile(
         "vxorps %%ymm0, %%ymm0, %%ymm0\n\tvxorps %%ymm1, %%ymm1, %%ymm1\n\tvxorps %%ymm2, %%ymm2, %%ymm2\n\t"
@@ -294,26 +294,83 @@ __attribute__((target("arch=x86-64-v3"))) void fma_chains(int64_t iterations) {
         : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
           "xmm13", "cc");
 }
+
+// 16 independent chains of a 16-wide op on zmm registers only: `op` is vfmadd231ps (the F32 FMA
+// peak, 32 flops each) or vdpbf16ps (the bf16 dot-product peak: 16 lanes x 2 products and 2 sums,
+// 64 flops each). 16 chains cover 2 pipes x 6 cycles of vdpbf16ps latency (Zen 4/5) with room.
+#define OV_ZMM_OP(op, n) op " %%zmm30, %%zmm31, %%zmm" #n "\n\t"
+#define OV_ZMM_CHAINS(op)                                                                                    \
+    OV_ZMM_OP(op, 0) OV_ZMM_OP(op, 1) OV_ZMM_OP(op, 2) OV_ZMM_OP(op, 3) OV_ZMM_OP(op, 4) OV_ZMM_OP(op, 5)   \
+    OV_ZMM_OP(op, 6) OV_ZMM_OP(op, 7) OV_ZMM_OP(op, 8) OV_ZMM_OP(op, 9) OV_ZMM_OP(op, 10) OV_ZMM_OP(op, 11) \
+    OV_ZMM_OP(op, 12) OV_ZMM_OP(op, 13) OV_ZMM_OP(op, 14) OV_ZMM_OP(op, 15)
+#define OV_ZMM_LOOP(op)                                                                                 \
+    __asm__ volatile("vpxord %%zmm30, %%zmm30, %%zmm30\n\tvpxord %%zmm31, %%zmm31, %%zmm31\n"          \
+                     "1:\n\t" OV_ZMM_CHAINS(op) "dec %0\n\tjnz 1b\n\tvzeroupper"                        \
+                     : "+r"(iterations)                                                                 \
+                     :                                                                                  \
+                     : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",   \
+                       "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm30", "xmm31", "cc")
+
+__attribute__((target("arch=x86-64-v4"))) void fma_chains_avx512(int64_t iterations) { OV_ZMM_LOOP("vfmadd231ps"); }
+
+__attribute__((target("arch=x86-64-v4,avx512bf16"))) void dpbf16_chains(int64_t iterations) {
+    OV_ZMM_LOOP("vdpbf16ps");
+}
+#undef OV_ZMM_LOOP
+#undef OV_ZMM_CHAINS
+#undef OV_ZMM_OP
 #endif
 
-// GFLOP/s of fma_chains on n_threads threads at once for about `seconds` (bench/linear.py's
-// peak yardstick, measured between its rounds so both see the same load).
-double fma_peak_gflops(int n_threads, double seconds) {
+// GFLOP/s of register-only chains on n_threads threads at once for about `seconds`
+// (bench/linear.py's peak yardsticks, measured between its rounds so both see the same load):
+// F32 FMAs on the widest vectors the CPU has (AVX-512 or AVX2), or with `bf16` vdpbf16ps.
+double fma_peak_gflops(int n_threads, double seconds, bool bf16) {
 #if OV_X86
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    if (n_threads < 1) throw ov::InvalidInput("fma_peak_gflops: n_threads must be >= 1");
+    void (*chains)(int64_t) = nullptr;
+    int64_t flops_per_iteration = 0, cycles_per_iteration = 0;  // at 2 ops per cycle
+    const bool avx512 = __builtin_cpu_supports("avx512f");
+    if (bf16) {
+        if (!avx512 || !__builtin_cpu_supports("avx512bf16")) {
+            throw ov::InvalidInput("fma_peak_gflops: bf16=True needs a CPU with AVX512-BF16");
+        }
+        chains = dpbf16_chains, flops_per_iteration = 16 * 64, cycles_per_iteration = 8;
+    } else if (avx512) {
+        chains = fma_chains_avx512, flops_per_iteration = 16 * 32, cycles_per_iteration = 8;
+    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        chains = fma_chains_avx2, flops_per_iteration = 12 * 16, cycles_per_iteration = 6;
+    } else {
         throw ov::InvalidInput("fma_peak_gflops: this CPU has no AVX2 FMA");
     }
-    if (n_threads < 1) throw ov::InvalidInput("fma_peak_gflops: n_threads must be >= 1");
-    const int64_t iterations = (int64_t) (seconds * 3e9 / 6) + 1;  // 6 cycles each at 3 GHz
+    const int64_t iterations = (int64_t) (seconds * 3e9 / cycles_per_iteration) + 1;  // at 3 GHz
     std::vector<std::thread> threads;
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < n_threads; ++i) threads.emplace_back(fma_chains, iterations);
+    for (int i = 0; i < n_threads; ++i) threads.emplace_back(chains, iterations);
     for (std::thread & t : threads) t.join();
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return (double) n_threads * iterations * 12 * 8 * 2 / wall / 1e9;
+    return (double) n_threads * iterations * flops_per_iteration / wall / 1e9;
 #else
     throw ov::InvalidInput("fma_peak_gflops: x86-64 only");
 #endif
+}
+
+// The x86 features our kernels and ggml's pick builds by, that this CPU has (for benches' reports).
+std::vector<std::string> cpu_flags() {
+    std::vector<std::string> flags;
+#if OV_X86
+#define OV_FLAG(name) \
+    if (__builtin_cpu_supports(name)) flags.push_back(name)
+    OV_FLAG("avx2");
+    OV_FLAG("fma");
+    OV_FLAG("f16c");
+    OV_FLAG("avx512f");
+    OV_FLAG("avx512bw");
+    OV_FLAG("avx512vl");
+    OV_FLAG("avx512vnni");
+    OV_FLAG("avx512bf16");
+#undef OV_FLAG
+#endif
+    return flags;
 }
 
 // Attention of packed segments on q (N, n_head, hd), k and v (N, n_head_kv, hd), uploaded as one
@@ -402,9 +459,20 @@ void bind_ops(py::module_ & m) {
         "Q4_K, Q5_K, Q6_K) -> (N, sum OUT_i); with mul_mat, ggml's own op on the one weight instead (for tests).");
     m.def("linear_seconds", &linear_seconds, "x"_a, "weights"_a, "wtypes"_a, "n_threads"_a = 2, "mul_mat"_a = false,
           "repeats"_a = 5, "Wall seconds of each of `repeats` computes of op_linear's graph (for benchmarks).");
-    m.def("fma_peak_gflops", &fma_peak_gflops, "n_threads"_a = 2, "seconds"_a = 0.05,
-          "GFLOP/s of register-only AVX2 FMA chains on n_threads threads for about `seconds`: the F32 peak "
-          "yardstick of bench/linear.py.");
+    m.def("fma_peak_gflops", &fma_peak_gflops, "n_threads"_a = 2, "seconds"_a = 0.05, "bf16"_a = false,
+          "GFLOP/s of register-only FMA chains on the CPU's widest vectors (AVX-512 or AVX2) on n_threads "
+          "threads for about `seconds`, or with bf16 of vdpbf16ps chains (AVX512-BF16 only): the peak "
+          "yardsticks of the benches.");
+    m.def("cpu_flags", &cpu_flags, "The x86 features our kernels and ggml's choose builds by that this CPU has.");
+    m.def("linear_kernel", [](const std::string & wtype) { return std::string(ov_linear_kernel(weight_type(wtype))); },
+          "wtype"_a,
+          "What runs an LM projection of weights `wtype` now: 'ggml mul_mat' or 'ov_linear <build>' "
+          "(avx512bf16: BF16 on vdpbf16ps).");
+    m.def("bf16_dot", &ov_bf16_dot, "Whether ov_linear runs BF16 weights on vdpbf16ps now (AVX512-BF16 CPUs).");
+    m.def("set_bf16_dot", &ov_set_bf16_dot, "allow"_a,
+          "Allows or forbids ov_linear's vdpbf16ps build for BF16 weights (where forbidden, or on a CPU without "
+          "AVX512-BF16, BF16 is unpacked to F32, and models send it to ggml's mul_mat where the CPU has "
+          "AVX512-BF16); returns the previous setting. OMNIVOICE_BF16_DOT=0 forbids it at start-up.");
     m.def("op_round_trip", &round_trip, "w"_a, "wtype"_a,
           "w (OUT, IN) converted to wtype by ggml and back to float32: the weights op_linear multiplies by.");
     m.def(

@@ -47,7 +47,8 @@ class AudioTokenizer:
         self._codec = codec
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str], n_threads: int | None = None) -> AudioTokenizer:
+    def from_file(cls, path: str | os.PathLike[str], n_threads: int | None = None,
+                  device: str | None = None) -> AudioTokenizer:
         """Loads the codec from a GGUF file.
 
         Args:
@@ -55,6 +56,7 @@ class AudioTokenizer:
                 omnivoice.cpp's (converted once into the cache).
             n_threads: CPU threads for compute, at most the usable cores (more is capped with a
                 warning); None uses every usable core.
+            device: Compute device, as in :meth:`omnivoice.OmniVoice.from_pretrained`.
 
         Returns:
             The loaded tokenizer.
@@ -62,13 +64,14 @@ class AudioTokenizer:
         Raises:
             FileNotFoundError: ``path`` does not exist.
             ValueError: The file is not a valid codec GGUF (``omnivoice.ModelFormatError``), or
-                ``n_threads`` is not positive.
+                ``n_threads`` is not positive, or ``device`` names no available device.
             TypeError: ``n_threads`` is not an int.
+            omnivoice.DeviceError: An ``rpc://`` device cannot be reached.
         """
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"codec GGUF not found: {path}")
-        backend = _core.Backend(resolve_n_threads(n_threads) or usable_cores())
+        backend = _core.Backend(resolve_n_threads(n_threads) or usable_cores(), device=device or "")
         codec = _core.Codec(str(codec_in_our_layout(path)), backend)
         logger.info("loaded codec %s (%d codebooks, %d Hz)", path, codec.n_codebooks, codec.sample_rate)
         return cls(codec)

@@ -154,7 +154,8 @@ class OmniVoice:
 
     @classmethod
     def from_pretrained(cls, model: Union[str, os.PathLike], codec: Union[str, os.PathLike, None] = None,
-                        n_threads: Optional[int] = None, convert_type: str = "BF16") -> "OmniVoice":
+                        n_threads: Optional[int] = None, convert_type: str = "BF16",
+                        device: Optional[str] = None) -> "OmniVoice":
         """Loads the model.
 
         Args:
@@ -169,13 +170,18 @@ class OmniVoice:
                 cores other processes left idle during the previous steps (see README, Threads).
             convert_type: LM weight type a snapshot is converted to, or downloaded from a Hub
                 repository of GGUFs.
+            device: Compute device of the LM and the codec: ``"cpu"``, a name from
+                :meth:`omnivoice.Backend.devices` such as ``"CUDA0"``, or ``"rpc://HOST:PORT"`` (an
+                ``omnivoice-rpc-server``). ``None``: the best ggml offers (a GPU when built with
+                one, else the CPU). Raises ValueError for an unknown name, ``omnivoice.DeviceError``
+                for an RPC server that cannot be reached.
         """
         n_threads = resolve_n_threads(n_threads)
         from ...registry import check_family
 
         check_family(model, FAMILY, "OmniVoice.from_pretrained")
         files = resolve_model(model, codec, convert_type=convert_type)
-        backend = _core.Backend(n_threads or usable_cores())
+        backend = _core.Backend(n_threads or usable_cores(), device=device or "")
         lm = _core.LM(str(files.lm), backend)
         audio_tokenizer = AudioTokenizer(_core.Codec(str(files.codec), backend))
         model_ = cls(lm, audio_tokenizer, TextTokenizer.from_metadata(lm.metadata), backend)

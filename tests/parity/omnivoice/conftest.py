@@ -1,4 +1,5 @@
-"""The tiny codec as the codec parity tests share it: through the public API and the core."""
+"""The tiny codec as the codec parity tests share it: through the public API, and the core on
+each compute path (``device_backend``, tests/parity/conftest.py)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ def tok(tiny_codec_gguf: Path) -> AudioTokenizer:
     return AudioTokenizer.from_file(tiny_codec_gguf, n_threads=1)
 
 
-@pytest.fixture(scope="session", params=[False, True], ids=["custom-ops", "stock-ops"])
-def core(tiny_codec_gguf: Path, request: pytest.FixtureRequest) -> _core.Codec:
-    """The core codec, for what the public API does not expose (intermediates, Snake form), with
-    our CPU ops and with the stock ggml ops a GPU backend takes."""
-    return _core.Codec(str(tiny_codec_gguf), _core.Backend(1, stock_ops=request.param))
+@pytest.fixture(scope="session")
+def core(tiny_codec_gguf: Path, device_backend: _core.Backend) -> _core.Codec:
+    """The core codec on each compute path, for what the public API does not expose
+    (intermediates, Snake form)."""
+    return _core.Codec(str(tiny_codec_gguf), device_backend)

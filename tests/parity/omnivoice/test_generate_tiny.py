@@ -25,12 +25,10 @@ DATA = Path(__file__).parents[2] / "data"
 FRAME_RATE = 25
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["custom-ops", "stock-ops"])
-def lm(tiny_lm_gguf: Path, request: pytest.FixtureRequest) -> object:
-    # One thread: the tiny model gains nothing from more, and threads that wait on each
-    # other are slow when the cores are shared with other jobs. Our CPU ops, then the stock
-    # ggml ops a GPU backend takes.
-    return _core.LM(str(tiny_lm_gguf), _core.Backend(1, stock_ops=request.param))
+@pytest.fixture(scope="module")
+def lm(tiny_lm_gguf: Path, device_backend: _core.Backend) -> object:
+    # On each compute path: tests/parity/conftest.py
+    return _core.LM(str(tiny_lm_gguf), device_backend)
 
 
 @pytest.fixture(scope="module")

@@ -21,11 +21,9 @@ DATA = Path(__file__).parents[2] / "data"
 TOLERANCE = {"F32": 1e-4, "BF16": 1.5e-2, "Q8_0": 3e-2}
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["custom-ops", "stock-ops"])
-def backend(request: pytest.FixtureRequest) -> _core.Backend:
-    # One thread: the tiny model gains nothing from more, and waiting threads are slow on
-    # shared cores. Our CPU ops, then the stock ggml ops a GPU backend takes.
-    return _core.Backend(1, stock_ops=request.param)
+@pytest.fixture(scope="module")
+def backend(device_backend: _core.Backend) -> _core.Backend:
+    return device_backend  # each compute path: tests/parity/conftest.py
 
 
 @pytest.fixture(scope="module")

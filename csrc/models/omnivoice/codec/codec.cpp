@@ -83,7 +83,7 @@ Codec::Codec(const std::string & path, BackendPtr backend) : backend_(std::move(
 }
 
 Codec::~Codec() {
-    if (galloc_) ggml_gallocr_free(galloc_);
+    release_device_memory(ggml_gallocr_free, galloc_);
 }
 
 void Codec::check_codes(const int64_t * codes, int64_t n_q, int64_t n_frames) const {
@@ -167,12 +167,12 @@ DecodeResult Codec::decode_graph(const int32_t * codes, int64_t n_q, int64_t n_f
     if (!ggml_gallocr_alloc_graph(galloc_, graph)) {
         throw std::runtime_error("cannot allocate the decode graph (" + std::to_string(n_frames) + " frames)");
     }
-    ggml_backend_tensor_set(codes_in, codes, 0, ggml_nbytes(codes_in));
+    backend_->upload(codes_in, codes, ggml_nbytes(codes_in));
     backend_->compute(graph);
 
     DecodeResult out;
     out.audio.resize(ggml_nelements(audio));
-    ggml_backend_tensor_get(audio, out.audio.data(), 0, ggml_nbytes(audio));
+    backend_->download(audio, out.audio.data(), ggml_nbytes(audio));
     read_captures(captured, out.captured, out.captured_shape);
     return out;
 }
@@ -209,14 +209,14 @@ EncodeResult Codec::encode(const float * wave, int64_t n_samples, const float * 
     if (!ggml_gallocr_alloc_graph(galloc_, graph)) {
         throw std::runtime_error("cannot allocate the encode graph (" + std::to_string(n_samples) + " samples)");
     }
-    ggml_backend_tensor_set(wave_in, wave, 0, ggml_nbytes(wave_in));
-    ggml_backend_tensor_set(wave16_in, wave16, 0, ggml_nbytes(wave16_in));
+    backend_->upload(wave_in, wave, ggml_nbytes(wave_in));
+    backend_->upload(wave16_in, wave16, ggml_nbytes(wave16_in));
     backend_->compute(graph);
 
     EncodeResult out;
     out.n_frames = plan.n_frames;
     out.codes.resize(ggml_nelements(codes));
-    ggml_backend_tensor_get(codes, out.codes.data(), 0, ggml_nbytes(codes));
+    backend_->download(codes, out.codes.data(), ggml_nbytes(codes));
     read_captures(captured, out.captured, out.captured_shape);
     return out;
 }

@@ -203,22 +203,14 @@ Qwen3Session::Qwen3Session(std::shared_ptr<const Qwen3Model> model, std::vector<
     build_graph();
     if (guidance_scale) build_scoring(*guidance_scale);
 
-    ggml_backend_t backend = model_->backend()->get();
-    for (int i = 0; i < ggml_graph_n_nodes(graph_); ++i) {
-        ggml_tensor * node = ggml_graph_node(graph_, i);
-        if (!ggml_backend_supports_op(backend, node)) {
-            throw std::runtime_error(std::string("ggml backend ") + ggml_backend_name(backend) + " cannot run " +
-                                     ggml_op_desc(node) + " (" + ggml_get_name(node) + ") with these types");
-        }
-    }
-    allocr_ = ggml_gallocr_new(ggml_backend_get_default_buffer_type(backend));
+    allocr_ = ggml_gallocr_new(ggml_backend_get_default_buffer_type(model_->backend()->get()));
     if (!allocr_ || !ggml_gallocr_alloc_graph(allocr_, graph_)) {
         throw std::runtime_error("ggml: cannot allocate the compute buffer of the LM graph");
     }
 }
 
 Qwen3Session::~Qwen3Session() {
-    if (allocr_) ggml_gallocr_free(allocr_);
+    release_device_memory(ggml_gallocr_free, allocr_);
     if (ctx_) ggml_free(ctx_);
 }
 
@@ -449,16 +441,17 @@ void Qwen3Session::fill_inputs(const int32_t * ids, const bool * audio_mask) {
 
 void Qwen3Session::compute(const int32_t * ids, const bool * audio_mask) {
     fill_inputs(ids, audio_mask);
-    ggml_backend_tensor_set(text_ids_, text_ids_host_.data(), 0, ggml_nbytes(text_ids_));
-    ggml_backend_tensor_set(audio_ids_, audio_ids_host_.data(), 0, ggml_nbytes(audio_ids_));
-    ggml_backend_tensor_set(text_keep_, text_keep_host_.data(), 0, ggml_nbytes(text_keep_));
-    ggml_backend_tensor_set(audio_keep_, audio_keep_host_.data(), 0, ggml_nbytes(audio_keep_));
-    ggml_backend_tensor_set(pos_, pos_host_.data(), 0, ggml_nbytes(pos_));
-    ggml_backend_tensor_set(target_rows_, target_rows_host_.data(), 0, ggml_nbytes(target_rows_));
+    const Backend & be = *model_->backend();
+    be.upload(text_ids_, text_ids_host_.data(), ggml_nbytes(text_ids_));
+    be.upload(audio_ids_, audio_ids_host_.data(), ggml_nbytes(audio_ids_));
+    be.upload(text_keep_, text_keep_host_.data(), ggml_nbytes(text_keep_));
+    be.upload(audio_keep_, audio_keep_host_.data(), ggml_nbytes(audio_keep_));
+    be.upload(pos_, pos_host_.data(), ggml_nbytes(pos_));
+    be.upload(target_rows_, target_rows_host_.data(), ggml_nbytes(target_rows_));
     if (scores_) {
-        ggml_backend_tensor_set(cond_rows_, cond_rows_host_.data(), 0, ggml_nbytes(cond_rows_));
-        if (uncond_rows_) ggml_backend_tensor_set(uncond_rows_, uncond_rows_host_.data(), 0, ggml_nbytes(uncond_rows_));
-        if (class_mask_) ggml_backend_tensor_set(class_mask_, class_mask_host_.data(), 0, ggml_nbytes(class_mask_));
+        be.upload(cond_rows_, cond_rows_host_.data(), ggml_nbytes(cond_rows_));
+        if (uncond_rows_) be.upload(uncond_rows_, uncond_rows_host_.data(), ggml_nbytes(uncond_rows_));
+        if (class_mask_) be.upload(class_mask_, class_mask_host_.data(), ggml_nbytes(class_mask_));
     }
     model_->backend()->compute(graph_);
 }
@@ -466,24 +459,25 @@ void Qwen3Session::compute(const int32_t * ids, const bool * audio_mask) {
 void Qwen3Session::forward(const int32_t * ids, const bool * audio_mask, float * logits) {
     std::lock_guard<std::mutex> lock(model_->compute_mutex());
     compute(ids, audio_mask);
-    ggml_backend_tensor_get(logits_, logits, 0, ggml_nbytes(logits_));
+    model_->backend()->download(logits_, logits, ggml_nbytes(logits_));
 }
 
 void Qwen3Session::score(const int32_t * ids, const bool * audio_mask, float * scores, int32_t * best) {
     if (!scores_) throw InvalidInput("this session was opened without a guidance scale: it has no scoring");
     std::lock_guard<std::mutex> lock(model_->compute_mutex());
     compute(ids, audio_mask);
+    const Backend & be = *model_->backend();
     if (!best_) {  // ov_maskgit_score's pairs
         std::vector<float> pairs(2 * n_cells_);
-        ggml_backend_tensor_get(scores_, pairs.data(), 0, ggml_nbytes(scores_));
+        be.download(scores_, pairs.data(), ggml_nbytes(scores_));
         for (int64_t i = 0; i < n_cells_; ++i) {
             scores[i] = pairs[2 * i];
             best[i] = (int32_t) pairs[2 * i + 1];
         }
         return;
     }
-    ggml_backend_tensor_get(scores_, scores, 0, ggml_nbytes(scores_));
-    ggml_backend_tensor_get(best_, best, 0, ggml_nbytes(best_));
+    be.download(scores_, scores, ggml_nbytes(scores_));
+    be.download(best_, best, ggml_nbytes(best_));
 }
 
 }  // namespace ov
