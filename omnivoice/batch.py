@@ -160,23 +160,22 @@ class BatchRunner:
     last ``voice_cache`` of them) for requests that share a reference or a saved voice.
 
     Args:
-        model: A loaded :class:`omnivoice.OmniVoice`.
+        model: A loaded model of any family (:class:`omnivoice.protocol.SpeechModel`).
         fmt: WAV format: ``wav16``, ``wav24`` or ``wav32``.
         sample_rate: Rate of the files (resampled with soxr); ``None`` keeps the model's 24 kHz.
         voice_cache: How many encoded voice prompts to keep.
         **generate_kwargs: Settings for every request (``num_step``, ``guidance_scale``,
-            ``denoise``, ``preprocess_prompt``, ...: fields of ``OmniVoiceGenerationConfig``).
+            ``denoise``, ``preprocess_prompt``, ...: the family's options), checked at once.
     """
 
     def __init__(self, model: Any, fmt: str = "wav16", sample_rate: Optional[int] = None, voice_cache: int = 64,
                  **generate_kwargs: Any) -> None:
         from .audio import _check_format, _check_rate
-        from .models.omnivoice.model import OmniVoiceGenerationConfig
 
         _check_format(fmt)
         if sample_rate is not None:
             _check_rate(sample_rate)
-        OmniVoiceGenerationConfig.from_dict(generate_kwargs).validate()
+        model.check_request(**generate_kwargs)
         self.model = model
         self.fmt = fmt
         self.sample_rate = sample_rate
@@ -186,9 +185,7 @@ class BatchRunner:
         self.voices_encoded = 0  # how many prompts were made (the rest came from the cache)
 
     def voice_prompt(self, req: BatchRequest) -> Any:
-        """The request's ``VoiceClonePrompt`` (from the cache when seen before), or ``None``."""
-        from .models.omnivoice.model import VoiceClonePrompt
-
+        """The request's voice (from the cache when seen before), or ``None``."""
         key = req.voice_key
         if key is None:
             if req.ref_text:
@@ -197,13 +194,13 @@ class BatchRunner:
         if key in self._voices:
             self._voices.move_to_end(key)
             return self._voices[key]
+        self.model.capabilities.check_mode(req.voice, req.ref_wav)
         if req.voice:
-            prompt = VoiceClonePrompt.load(req.voice)
-        elif not req.ref_text:
+            prompt = self.model.load_voice(req.voice)
+        elif not req.ref_text and self.model.capabilities.clone_needs_transcript:
             raise ValueError("'ref_wav' needs 'ref_text' (its transcript): there is no ASR model here")
         else:
-            prompt = self.model.create_voice_clone_prompt(
-                req.ref_wav, req.ref_text, preprocess_prompt=self.generate_kwargs.get("preprocess_prompt", True))
+            prompt = self.model.create_voice(req.ref_wav, req.ref_text, **self.generate_kwargs)
         self.voices_encoded += 1
         self._voices[key] = prompt
         while len(self._voices) > self.voice_cache:
@@ -214,7 +211,7 @@ class BatchRunner:
         """The request's audio (float32 at ``model.sampling_rate``)."""
         return self.model.generate(
             req.text, language=req.lang, instruct=req.instruct, duration=req.duration, speed=req.speed,
-            voice_clone_prompt=self.voice_prompt(req), seed=req.seed, progress=progress,
+            voice=self.voice_prompt(req), seed=req.seed, progress=progress,
             **self.generate_kwargs)[0]
 
     def run(self, req: BatchRequest, progress: Any = None) -> dict[str, Any]:

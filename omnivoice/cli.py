@@ -170,16 +170,15 @@ class _AudioOut:
         self._writer.close()
 
 
-def _voice_kwargs(model: Any, req: dict[str, Any], preprocess: bool) -> dict[str, Any]:
-    from .models.omnivoice.model import VoiceClonePrompt
-
+def _voice_kwargs(model: Any, req: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    # A mode the family lacks is refused before a reference is encoded or a model run.
+    model.capabilities.check_mode(req.get("voice"), req.get("ref_wav"), req.get("instruct"))
     if req.get("voice"):
-        return {"voice_clone_prompt": VoiceClonePrompt.load(req["voice"])}
+        return {"voice": model.load_voice(req["voice"])}
     if req.get("ref_wav"):
-        if not req.get("ref_text"):
+        if not req.get("ref_text") and model.capabilities.clone_needs_transcript:
             raise ValueError("--ref-wav needs --ref-text (its transcript): there is no ASR model here")
-        return {"voice_clone_prompt": model.create_voice_clone_prompt(
-            req["ref_wav"], req["ref_text"], preprocess_prompt=preprocess)}
+        return {"voice": model.create_voice(req["ref_wav"], req["ref_text"], **settings)}
     if req.get("ref_text"):
         raise ValueError("--ref-text given without --ref-wav")
     return {}
@@ -251,9 +250,8 @@ def _speak_lines(model: Any, text: Union[str, Iterator[str]], args: argparse.Nam
         path = outdir / f"{n:04d}.wav"
         write_audio_file(path, audio, model.sampling_rate, args.sample_rate, args.format)
         print(path, flush=True)
-        if "voice_clone_prompt" not in kwargs:
-            kwargs = {**kwargs, "voice_clone_prompt": model.create_voice_clone_prompt(
-                (audio, model.sampling_rate), line)}
+        if "voice" not in kwargs:
+            kwargs = {**kwargs, "voice": model.create_voice((audio, model.sampling_rate), line)}
     if n == 0:
         raise ValueError("no text to speak (give it as an argument or on stdin)")
 
@@ -281,7 +279,7 @@ def _dub(model: Any, args: argparse.Namespace, kwargs: dict[str, Any], progress:
 
 def _run_batch(args: argparse.Namespace, base: dict[str, Any], progress: _Progress) -> None:
     from .batch import BatchRunner, RequestError, read_requests
-    from .models.omnivoice.model import OmniVoice
+    from .registry import load
 
     if args.output == "-":
         raise ValueError("--batch writes files: give -o a directory, not -")
@@ -291,7 +289,7 @@ def _run_batch(args: argparse.Namespace, base: dict[str, Any], progress: _Progre
     for req in requests:
         if isinstance(req, RequestError):
             raise ValueError(f"{args.batch}:{req.id}: {req.message}")
-    model = OmniVoice.from_pretrained(args.model, codec=args.codec, n_threads=args.threads, device=args.device)
+    model = load(args.model, n_threads=args.threads, device=args.device, **_load_kwargs(args))
     runner = BatchRunner(model, args.format, sample_rate=args.sample_rate, **_settings(args))
     for n, req in enumerate(requests, 1):
         runner.run(req, progress=progress)
@@ -315,8 +313,13 @@ def _run_ray(args: argparse.Namespace, base: dict[str, Any]) -> None:
         raise RuntimeError(f"{summary.failed} of {summary.total} requests failed: see {summary.manifest}")
 
 
+def _load_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``--codec`` is OmniVoice's (its codec is a second file); passed only when given."""
+    return {"codec": args.codec} if args.codec else {}
+
+
 def _run(args: argparse.Namespace) -> None:
-    from .models.omnivoice.model import OmniVoice
+    from .registry import load
 
     progress = _Progress(not args.quiet)
     base = {k: getattr(args, k) for k in ("lang", "instruct", "duration", "speed", "seed")}
@@ -327,13 +330,13 @@ def _run(args: argparse.Namespace) -> None:
         raise ValueError("--ray runs a --batch job: give --batch FILE")
     if not args.stream_by_line and args.output != "-":  # --stream-by-line writes into a directory
         check_output_path(args.output)
-    model = OmniVoice.from_pretrained(args.model, codec=args.codec, n_threads=args.threads, device=args.device)
+    model = load(args.model, n_threads=args.threads, device=args.device, **_load_kwargs(args))
 
-    voice = _voice_kwargs(model, base, not args.no_preprocess)
+    voice = _voice_kwargs(model, base, _settings(args))
     if args.save_voice:
-        if "voice_clone_prompt" not in voice:
+        if "voice" not in voice:
             raise ValueError("--save-voice needs --ref-wav and --ref-text")
-        voice["voice_clone_prompt"].save(args.save_voice)
+        voice["voice"].save(args.save_voice)
     kwargs = {**voice, **_gen_kwargs(args, base)}
     if args.srt:
         _dub(model, args, kwargs, progress)

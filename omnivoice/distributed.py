@@ -48,12 +48,11 @@ class BatchSummary:
 class _Synthesizer:
     """A Ray Data actor: loads the model once, then makes each request of a batch into a file."""
 
-    def __init__(self, lm: str, codec: str, n_threads: int, fmt: str, sample_rate: Optional[int],
+    def __init__(self, files: dict[str, str], n_threads: int, fmt: str, sample_rate: Optional[int],
                  generate_kwargs: dict[str, Any]) -> None:
-        from .models.omnivoice.model import OmniVoice
+        from .registry import load
 
-        self.runner = BatchRunner(OmniVoice.from_pretrained(lm, codec=codec, n_threads=n_threads), fmt,
-                                  sample_rate, **generate_kwargs)
+        self.runner = BatchRunner(load(**files, n_threads=n_threads), fmt, sample_rate, **generate_kwargs)
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[str]]:
@@ -160,7 +159,7 @@ def run_batch(
         requests: A JSONL file in the ``omnivoice-tts --batch`` schema, or the request objects.
         output_dir: Directory for the files (relative ``output`` names) and the manifest; it must
             be shared by all Ray workers.
-        model: As for ``OmniVoice.from_pretrained``; resolved here, once (a snapshot or Hub id is
+        model: As for :func:`omnivoice.load`; resolved here, once (a snapshot or Hub id is
             converted on this machine), and the GGUF paths are handed to the actors.
         codec: The codec GGUF, when it is not beside the LM.
         actors: How many actors, each with its own model.
@@ -186,8 +185,7 @@ def run_batch(
         FileNotFoundError: The model or the requests file does not exist.
     """
     from .audio import _check_format, _check_rate
-    from .models.omnivoice.model import OmniVoiceGenerationConfig
-    from .model_files import resolve_model
+    from .registry import model_class
 
     for name, value in (("actors", actors), ("threads_per_actor", threads_per_actor or 1),
                         ("batch_size", batch_size), ("actor_start_timeout", actor_start_timeout)):
@@ -196,8 +194,9 @@ def run_batch(
     _check_format(fmt)
     if sample_rate is not None:
         _check_rate(sample_rate)
-    OmniVoiceGenerationConfig.from_dict(generate_kwargs).validate()
-    files = resolve_model(model, codec)
+    family = model_class(model)
+    family.check_request(**generate_kwargs)
+    files = family.resolve_files(model, **({"codec": codec} if codec else {}))
     start = time.monotonic()
     out_dir = Path(output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -232,15 +231,15 @@ def run_batch(
                 todo.append(req)
         if todo:
             writer = dict(fmt=fmt, sample_rate=sample_rate)
-            for row in _map_on_ray(todo, str(files.lm), str(files.codec), actors, threads_per_actor, writer,
-                                   batch_size, actor_start_timeout, generate_kwargs):
+            for row in _map_on_ray(todo, files, actors, threads_per_actor, writer, batch_size,
+                                   actor_start_timeout, generate_kwargs):
                 record(row)
     return BatchSummary(total=len(parsed), ok=counts["ok"], failed=counts["failed"], skipped=counts["skipped"],
                         audio_seconds=audio_seconds, wall_seconds=time.monotonic() - start,
                         manifest=manifest_path)
 
 
-def _map_on_ray(todo: list[BatchRequest], lm: str, codec: str, actors: int, threads: Optional[int],
+def _map_on_ray(todo: list[BatchRequest], files: dict[str, str], actors: int, threads: Optional[int],
                 writer: dict[str, Any], batch_size: int, actor_start_timeout: int, generate_kwargs: dict[str, Any]
                 ) -> Iterable[dict[str, Any]]:
     """The rows of the requests in ``todo`` as the actors finish them (any order)."""
@@ -258,7 +257,7 @@ def _map_on_ray(todo: list[BatchRequest], lm: str, codec: str, actors: int, thre
     ds = ds.map_batches(
         _Synthesizer, batch_size=batch_size, batch_format="numpy",
         compute=ray.data.ActorPoolStrategy(size=min(actors, len(todo))), num_cpus=threads,
-        fn_constructor_kwargs=dict(lm=lm, codec=codec, n_threads=threads, generate_kwargs=generate_kwargs,
+        fn_constructor_kwargs=dict(files=files, n_threads=threads, generate_kwargs=generate_kwargs,
                                    **writer),
     )
     ds.context.enable_progress_bars = False  # ours instead
@@ -285,7 +284,7 @@ def serve_app(model: Union[str, os.PathLike], settings: Any = None, replicas: in
     responses included. Deploy it with ``ray.serve.run(serve_app(...))``.
 
     Args:
-        model: GGUF paths or directory as ``OmniVoice.from_pretrained`` takes; every node running a
+        model: GGUF paths or directory as :func:`omnivoice.load` takes; every node running a
             replica must see it at this path.
         settings: ``omnivoice.server.ServerSettings``; ``voices_dir`` should be a directory all
             replicas share (saved voices are files there). ``wyoming`` is not served through Serve.

@@ -1,6 +1,6 @@
 """Sentence-level streaming: incremental text splitting, cancellation and piecewise audio finishing.
 
-The engine behind :meth:`OmniVoice.generate_stream` (and the CLI and server on top of it):
+The engine behind every family's ``generate_stream`` (and the CLI and server on top of it):
 
 - :class:`SentenceSplitter` cuts text that arrives in fragments into sentences as soon as each is
   complete, whatever the script: ``. ! ?`` end a sentence before whitespace (not after
@@ -26,7 +26,6 @@ import numpy as np
 
 from .postprocess import apply_volume, fade_edges, remove_silence
 from .chunking import ABBREVIATIONS, CLOSING_MARKS
-from .models.omnivoice.duration import FALLBACK_REF_TEXT, FALLBACK_REF_TOKENS, RuleDurationEstimator
 
 __all__ = [
     "AudioChunk",
@@ -238,13 +237,6 @@ def split_long(text: str, limit: float, measure: Callable[[str], float]) -> list
             chars = list(word)
             out.extend(_pack(chars, limit, measure))
     return [p.strip() for p in out if p.strip()]
-
-
-def speech_seconds(frame_rate: float) -> Callable[[str], float]:
-    """Estimated seconds of speech of a text at the default speaking rate (no reference)."""
-    ref_weight = RuleDurationEstimator.text_weight(FALLBACK_REF_TEXT)
-    seconds_per_weight = FALLBACK_REF_TOKENS / ref_weight / frame_rate
-    return lambda text: RuleDurationEstimator.text_weight(text) * seconds_per_weight
 
 
 def _join(a: str, b: str) -> str:

@@ -1,7 +1,7 @@
 """The FastAPI app: OpenAI's ``/v1/audio/speech``, saved voices, models, health, metrics, a web page.
 
-``create_app(model, settings)`` builds it around an :class:`~omnivoice.OmniVoice` (or a path the
-engine thread loads it from, so that ``/health`` answers 503 while it loads). Every endpoint and
+``create_app(model, settings)`` builds it around a model of any family (or a path the engine
+thread loads it from with :func:`omnivoice.load`, so that ``/health`` answers 503 while it loads). Every endpoint and
 field is described in docs/server.md.
 """
 
@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import time
-import warnings
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any, AsyncIterator, Callable, Literal, Optional, Union
@@ -25,10 +24,9 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..models.omnivoice.lang_map import resolve_language
-from ..models.omnivoice.model import OmniVoice, VoiceClonePrompt
+from ..protocol import OptionError, SpeechModel, Voice, WrongFamily
+from ..registry import load as load_model
 from ..streaming import Cancelled
-from ..models.omnivoice.voice_design import contains_chinese, resolve_instruct
 from .encoders import StreamEncoder, decode_audio
 from .errors import APIError, error_response, install_error_handlers
 from .metrics import CONTENT_TYPE_LATEST, Metrics
@@ -121,11 +119,11 @@ def _path_label(path: str) -> str:
     return path if path in known else "other"
 
 
-def create_app(model: Union[OmniVoice, str, os.PathLike], settings: Optional[ServerSettings] = None) -> FastAPI:
+def create_app(model: Union[SpeechModel, str, os.PathLike], settings: Optional[ServerSettings] = None) -> FastAPI:
     """Builds the server app.
 
     Args:
-        model: A loaded model, or what :meth:`OmniVoice.from_pretrained` takes (then loaded on the
+        model: A loaded model, or what :func:`omnivoice.load` takes (then loaded on the
             engine thread at startup, ``/health`` answering 503 until it is loaded and warmed up).
         settings: Server settings; defaults when ``None``.
 
@@ -134,10 +132,11 @@ def create_app(model: Union[OmniVoice, str, os.PathLike], settings: Optional[Ser
     """
     settings = settings or ServerSettings()
     settings.validate()
-    if isinstance(model, OmniVoice):
-        load: Callable[[], OmniVoice] = lambda: model  # noqa: E731
+    if isinstance(model, (str, os.PathLike)):
+        load: Callable[[], SpeechModel] = lambda: load_model(model, n_threads=settings.threads,  # noqa: E731
+                                                               device=settings.device)
     else:
-        load = lambda: OmniVoice.from_pretrained(model, n_threads=settings.threads, device=settings.device)  # noqa: E731
+        load = lambda: model  # noqa: E731
     metrics = Metrics(lambda: engine.queue_depth)
     engine = Engine(load, settings.max_queue, settings.max_batch, settings.batch_window,
                     warm_up if settings.warmup else None, metrics.batch_size.observe)
@@ -185,8 +184,10 @@ def create_app(model: Union[OmniVoice, str, os.PathLike], settings: Optional[Ser
 
     @app.get("/v1/models")
     async def models() -> dict:
-        return {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": "omnivoice"}
-                                           for m in (settings.model_name, *MODEL_ALIASES)]}
+        # What the family can do, once it is loaded (the web page reads it to offer only those modes).
+        extra = {"capabilities": engine.model.capabilities.as_json()} if engine.ready.is_set() else {}
+        return {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": "omnivoice",
+                                            **extra} for m in (settings.model_name, *MODEL_ALIASES)]}
 
     @app.post("/v1/audio/speech")
     async def create_speech(body: SpeechRequest, request: Request) -> Response:
@@ -227,13 +228,30 @@ def _queue_full(engine: Engine) -> APIError:
                     "queue_full", {"Retry-After": str(engine.retry_after())})
 
 
-def _checked_instruct(instruct: Optional[str], text: str, param: str) -> Optional[str]:
-    if instruct is None or not instruct.strip():
-        return None
+# A refused option's argument -> the request field that gave it and the error code.
+_FIELDS = {"instruct": ("instructions", "invalid_instructions"), "language": ("language", "invalid_language"),
+           "voice": ("voice", "unsupported_voice"), "ref_audio": ("ref_audio", "unsupported_voice")}
+
+
+def _checked(model: SpeechModel, **request: Any) -> dict[str, Any]:
+    """The family's check of a request; a refusal is a 400 naming the field (a mode the family
+    lacks says which family it is and what it does)."""
     try:
-        return resolve_instruct(instruct, use_zh=contains_chinese(text))
-    except ValueError as e:
-        raise APIError(400, str(e), param, "invalid_instructions") from None
+        return model.check_request(**request)
+    except OptionError as e:
+        param, code = _FIELDS.get(e.argument, (e.argument, "invalid_value"))
+        raise APIError(400, str(e), param, code) from None
+    except WrongFamily as e:
+        raise APIError(400, str(e), "voice", "wrong_family") from None
+    except (TypeError, ValueError) as e:
+        raise APIError(400, str(e), None, "invalid_value") from None
+
+
+class _PendingVoice:
+    """Stands, in checks, for a voice the engine thread makes later (from a reference, a preset)."""
+
+    def __init__(self, family: str) -> None:
+        self.family = family
 
 
 class _ClientGone(Exception):
@@ -286,23 +304,23 @@ class _SpeechService:
             raise APIError(400, f"'num_step' must be at most {s.max_num_step}", "num_step", "invalid_value")
         if body.duration is not None and body.duration > s.max_duration:
             raise APIError(400, f"'duration' must be at most {s.max_duration:g} s", "duration", "invalid_value")
-        options: dict[str, Any] = {
-            "language": _checked_language(body.language),
-            "instruct": _checked_instruct(body.instructions, text, "instructions"),
-            "speed": None if body.speed == 1.0 else body.speed,
-            "duration": body.duration,
-            "num_step": body.num_step or 32,
-            "guidance_scale": 2.0 if body.guidance_scale is None else body.guidance_scale,
-            "seed": body.seed,
-        }
+        model = self.engine.model
         prompt, prepare = self._voice(body)
+        # A voice made on the engine thread later (a reference, a preset) is checked as a clone now.
+        voice = prompt if prepare is None else _PendingVoice(model.family)
+        # num_step and guidance_scale are OmniVoice's MaskGIT settings: passed only when given.
+        extensions = {k: v for k, v in (("num_step", body.num_step), ("guidance_scale", body.guidance_scale))
+                      if v is not None}
+        checked = _checked(model, text=text, language=body.language, instruct=body.instructions, voice=voice,
+                           speed=None if body.speed == 1.0 else body.speed, duration=body.duration, **extensions)
+        options: dict[str, Any] = {k: checked[k] for k in ("language", "instruct", "speed", "duration", *extensions)}
+        options["seed"] = body.seed
         if prompt is not None:
-            options["voice_clone_prompt"] = prompt
-        cloning = prompt is not None or prepare is not None
-        key = None if body.seed is not None else (options["num_step"], options["guidance_scale"], cloning)
+            options["voice"] = prompt
+        key = model.batch_key({**options, "voice": voice})
         return Job(text, options, asyncio.get_running_loop(), prepare=prepare, batch_key=key)
 
-    def _voice(self, body: SpeechRequest) -> tuple[Optional[VoiceClonePrompt], Optional[Callable[[], dict]]]:
+    def _voice(self, body: SpeechRequest) -> tuple[Optional[Voice], Optional[Callable[[], dict]]]:
         """The voice's clone prompt, or a function computing it on the engine thread."""
         name = body.voice if isinstance(body.voice, str) else body.voice.id
         engine, store = self.engine, self.store
@@ -315,9 +333,14 @@ class _SpeechService:
                                "ref_text", "missing_ref_text")
             wave, rate = _decode_reference(body.ref_audio, self.settings.max_upload_bytes)
             ref_text = body.ref_text
-            return None, lambda: {"voice_clone_prompt": engine.model.create_voice_clone_prompt((wave, rate), ref_text)}
+            return None, lambda: {"voice": engine.model.create_voice((wave, rate), ref_text)}
         if body.ref_text is not None:
             raise APIError(400, "'ref_text' was given without 'ref_audio'", "ref_text", "invalid_value")
+        caps = engine.model.capabilities
+        if name in OPENAI_PRESETS and "design" not in caps.modes:
+            raise APIError(400, f"voice {name!r} is one of OpenAI's presets, designed from a description: "
+                                f"{caps.family} has no design mode (it does {caps.describe()}); use a saved voice",
+                           "voice", "unsupported_voice")
         try:
             return store.resolve(name, lambda: engine.model)
         except LookupError:
@@ -373,8 +396,7 @@ class _SpeechService:
             if seconds > 0 and job.started is not None:
                 self.metrics.rtf.observe((time.monotonic() - job.started) / seconds)
             if sse:
-                frames = round(seconds * self.engine.model.frame_rate)
-                tokens = len(self.engine.model.text_tokenizer.encode(body.input))
+                tokens, frames = self.engine.model.token_usage(body.input, seconds)
                 usage = {"input_tokens": tokens, "output_tokens": frames, "total_tokens": tokens + frames}
                 yield f"data: {json.dumps({'type': 'speech.audio.done', 'usage': usage})}\n\n".encode()
         finally:
@@ -397,19 +419,6 @@ def _generation_error(exc: BaseException) -> APIError:
         return APIError(400, str(exc), None, "invalid_value")
     logger.error("generation failed: %r", exc)
     return APIError(500, f"generation failed: {exc}", None, "generation_failed")
-
-
-def _checked_language(language: Optional[str]) -> Optional[str]:
-    """The language code; an unknown language is a 400 (the library would warn and ignore it)."""
-    if language is None:
-        return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        try:
-            return resolve_language(language)
-        except (UserWarning, ValueError):
-            raise APIError(400, f"unknown language {language!r}: give a language name or code "
-                                "(e.g. 'English' or 'en')", "language", "invalid_language") from None
 
 
 def _decode_reference(data: str, limit: int) -> tuple[Any, int]:
@@ -460,9 +469,10 @@ async def _create_voice(request: Request, engine: Engine, store: VoiceStore, set
             wave, rate = decode_audio(data)
         except ValueError as e:
             raise APIError(400, f"'file': {e}", "file", "invalid_audio") from None
-        make, kind = (lambda: model.create_voice_clone_prompt((wave, rate), transcript)), "clone"
+        _checked(model, ref_audio=(wave, rate), ref_text=transcript)
+        make, kind = (lambda: model.create_voice((wave, rate), transcript)), "clone"
     elif isinstance(instructions, str) and instructions.strip():
-        instruct = _checked_instruct(instructions, PRESET_TEXT, "instructions")
+        instruct = _checked(model, text=PRESET_TEXT, instruct=instructions)["instruct"]
         make, kind = (lambda: design_prompt(model, instruct, None)), "design"
     else:
         raise APIError(400, "give an audio 'file' with its 'transcript' (cloning), or 'instructions' "

@@ -1,7 +1,7 @@
 """Voices of the server: saved voices (voice-prompt files in a directory), OpenAI's preset names,
 and ``auto``.
 
-A saved voice is ``<voices_dir>/<name>.npz``, the file :meth:`VoiceClonePrompt.save` writes
+A saved voice is ``<voices_dir>/<name>.npz``, the file the model's ``Voice.save`` writes
 (the reference encoded once), with ``<name>.json`` beside it for what the listing shows. OpenAI's
 13 names map to the voice-design presets in :data:`OPENAI_PRESETS`: the first request for one
 generates :data:`PRESET_TEXT` with that design and a fixed seed, keeps the result as a clone
@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..models.omnivoice.model import OmniVoice, VoiceClonePrompt
+from ..protocol import SpeechModel, Voice
+from ..registry import load_voice
 
 AUTO = "auto"
 
@@ -92,10 +93,10 @@ class VoiceStore:
     def __init__(self, directory: Optional[Path]) -> None:
         self.directory = None if directory is None else Path(directory)
         self._lock = threading.Lock()
-        self._prompts: dict[str, VoiceClonePrompt] = {}
+        self._prompts: dict[str, Voice] = {}
         self._info: dict[str, VoiceInfo] = {}
         self._stamps: dict[str, tuple[int, int]] = {}  # (mtime_ns, size) of each loaded file
-        self._presets: dict[str, VoiceClonePrompt] = {}
+        self._presets: dict[str, Voice] = {}
         if self.directory is not None:
             (self.directory / _PRESET_DIR).mkdir(parents=True, exist_ok=True)
             self.list()
@@ -110,7 +111,7 @@ class VoiceStore:
             stat = path.stat()
             stamp = (stat.st_mtime_ns, stat.st_size)
             if self._stamps.get(name) != stamp:
-                prompt = VoiceClonePrompt.load(path)
+                prompt = load_voice(path)
                 meta_path = path.with_suffix(".json")
                 meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
                 self._prompts[name], self._stamps[name] = prompt, stamp
@@ -137,7 +138,7 @@ class VoiceStore:
         built_in = [VoiceInfo(n, n, "preset", instruct) for n, (instruct, _) in OPENAI_PRESETS.items()]
         return saved + built_in + [VoiceInfo(AUTO, AUTO, "auto")]
 
-    def get(self, name: str) -> Optional[VoiceClonePrompt]:
+    def get(self, name: str) -> Optional[Voice]:
         """A saved voice's prompt, or None."""
         with self._lock:
             return self._prompts[name] if self._sync(name) else None
@@ -146,7 +147,7 @@ class VoiceStore:
         with self._lock:
             return self._sync(name)
 
-    def save(self, name: str, prompt: VoiceClonePrompt, kind: str, instructions: Optional[str] = None) -> VoiceInfo:
+    def save(self, name: str, prompt: Voice, kind: str, instructions: Optional[str] = None) -> VoiceInfo:
         """Stores a new voice; ValueError if the name is not allowed, FileExistsError if taken."""
         check_name(name)
         info = VoiceInfo(name, name, kind, instructions, int(time.time()))
@@ -179,23 +180,23 @@ class VoiceStore:
 
     # ------------------------------------------------------------------ presets
 
-    def preset(self, name: str) -> Optional[VoiceClonePrompt]:
+    def preset(self, name: str) -> Optional[Voice]:
         """The generated prompt of an OpenAI preset, or None when it was never generated."""
         with self._lock:
             if name not in self._presets and self.directory is not None:
                 path = self.directory / _PRESET_DIR / f"{name}.npz"
                 if path.is_file():
-                    self._presets[name] = VoiceClonePrompt.load(path)
+                    self._presets[name] = load_voice(path)
             return self._presets.get(name)
 
-    def save_preset(self, name: str, prompt: VoiceClonePrompt) -> None:
+    def save_preset(self, name: str, prompt: Voice) -> None:
         with self._lock:
             if self.directory is not None:
                 _save_atomic(self.directory / _PRESET_DIR / f"{name}.npz", prompt)
             self._presets[name] = prompt
 
-    def resolve(self, name: str, model: Callable[[], OmniVoice]
-                ) -> tuple[Optional[VoiceClonePrompt], Optional[Callable[[], dict[str, Any]]]]:
+    def resolve(self, name: str, model: Callable[[], SpeechModel]
+                ) -> tuple[Optional[Voice], Optional[Callable[[], dict[str, Any]]]]:
         """A voice name to its clone prompt (``None`` for ``auto``), or to a function that makes it
         on the engine thread (a preset not generated yet).
 
@@ -224,15 +225,15 @@ class VoiceStore:
                 instruct, seed = OPENAI_PRESETS[name]
                 made = design_prompt(model(), instruct, seed)
                 self.save_preset(name, made)
-            return {"voice_clone_prompt": made}
+            return {"voice": made}
 
         return None, make
 
 
-def design_prompt(model: OmniVoice, instruct: str, seed: Optional[int]) -> VoiceClonePrompt:
+def design_prompt(model: SpeechModel, instruct: str, seed: Optional[int]) -> Voice:
     """Speaks :data:`PRESET_TEXT` in a designed voice and keeps it as a clone prompt."""
     audio = model.generate(PRESET_TEXT, instruct=instruct, language=PRESET_LANGUAGE, seed=seed)[0]
-    return model.create_voice_clone_prompt((audio, model.sampling_rate), PRESET_TEXT)
+    return model.create_voice((audio, model.sampling_rate), PRESET_TEXT)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -241,7 +242,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _save_atomic(path: Path, prompt: VoiceClonePrompt) -> None:
+def _save_atomic(path: Path, prompt: Voice) -> None:
     """A crash mid-write leaves the old file or none, never half a voice."""
     tmp = path.with_name(f".{path.stem}.tmp.npz")
     prompt.save(tmp)

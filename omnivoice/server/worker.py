@@ -28,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
-from ..models.omnivoice.model import OmniVoice
+from ..protocol import SpeechModel
 from ..streaming import Cancelled
 
 logger = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 # How often a waiting TextFeed checks for cancellation (seconds).
 _FEED_POLL = 0.1
 # Keyword arguments of generate that a batch takes as one list per item.
-_PER_ITEM = ("language", "instruct", "voice_clone_prompt", "speed", "duration")
+_PER_ITEM = ("language", "instruct", "voice", "speed", "duration")
 
 
 class QueueFull(Exception):
@@ -127,12 +127,12 @@ class Engine:
         on_batch: Called with the number of jobs of every generation started.
     """
 
-    def __init__(self, load: Callable[[], OmniVoice], max_queue: int, max_batch: int, batch_window: float,
-                 warmup: Optional[Callable[[OmniVoice], None]] = None,
+    def __init__(self, load: Callable[[], SpeechModel], max_queue: int, max_batch: int, batch_window: float,
+                 warmup: Optional[Callable[[SpeechModel], None]] = None,
                  on_batch: Optional[Callable[[int], None]] = None) -> None:
         self._load, self._warmup, self._on_batch = load, warmup, on_batch
         self.max_queue, self.max_batch, self.batch_window = max_queue, max_batch, batch_window
-        self.model: Optional[OmniVoice] = None
+        self.model: Optional[SpeechModel] = None
         self.ready = threading.Event()
         self.load_error: Optional[BaseException] = None
         self._pending: deque[Union[Job, _Task]] = deque()
@@ -268,8 +268,8 @@ class Engine:
             else:
                 shared = {k: v for k, v in jobs[0].options.items() if k not in _PER_ITEM}
                 per_item = {k: [j.options.get(k) for j in jobs] for k in _PER_ITEM}
-                if all(p is None for p in per_item["voice_clone_prompt"]):
-                    del per_item["voice_clone_prompt"]
+                if all(p is None for p in per_item["voice"]):
+                    del per_item["voice"]
                 audios = model.generate([j.text for j in jobs], cancel=cancelled, **shared, **per_item)
                 for job, audio in zip(jobs, audios):
                     job.send("audio", audio)
@@ -281,6 +281,6 @@ class Engine:
             job.send("done")
 
 
-def warm_up(model: OmniVoice) -> None:
+def warm_up(model: SpeechModel) -> None:
     """One short generation, so that the first request does not pay for first-call setup."""
-    model.generate("Hello.", num_step=2, seed=0)
+    model.warm_up()

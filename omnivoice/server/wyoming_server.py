@@ -21,7 +21,6 @@ from wyoming.server import AsyncEventHandler, AsyncServer
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
 from .. import __version__
-from ..models.omnivoice.lang_map import LANG_IDS
 from .encoders import pcm16
 from .settings import ServerSettings
 from .voices import AUTO, VoiceStore
@@ -30,7 +29,7 @@ from .worker import Engine, Job, QueueFull, TextFeed
 logger = logging.getLogger(__name__)
 
 _ATTRIBUTION = Attribution(name="k2-fsa OmniVoice on ggml", url="https://github.com/k2-fsa/OmniVoice")
-_RATE = 24000
+_RATE = 24000  # of the empty answer before a model is loaded
 
 
 class _Handler(AsyncEventHandler):
@@ -70,7 +69,7 @@ class _Handler(AsyncEventHandler):
             self._job.cancel.set()
 
     def _info(self) -> Info:
-        languages = sorted(LANG_IDS)
+        languages = list(self.engine.model.capabilities.languages or ()) if self.engine.model else []
         voices = [TtsVoice(name=v.name, attribution=_ATTRIBUTION, installed=True, description=v.name,
                            version=None, languages=languages) for v in self.store.list()]
         program = TtsProgram(name="omnivoice", attribution=_ATTRIBUTION, installed=True,
@@ -90,9 +89,9 @@ class _Handler(AsyncEventHandler):
         except LookupError:
             logger.warning("wyoming: unknown voice %r; answering no audio", voice)
             return None
-        options = {"num_step": 32, "guidance_scale": 2.0}
+        options: dict = {}  # the family's defaults
         if prompt is not None:
-            options["voice_clone_prompt"] = prompt
+            options["voice"] = prompt
         job = Job("", options, asyncio.get_running_loop(), prepare=prepare)
         job.text = text[: self.settings.max_input_chars] if text is not None else TextFeed(
             job.cancel, self.settings.request_timeout)
@@ -105,7 +104,9 @@ class _Handler(AsyncEventHandler):
 
     async def _speak(self, job: Optional[Job]) -> None:
         """Writes the job's audio events as its pieces come; errors are logged and end the audio."""
-        await self.write_event(AudioStart(rate=_RATE, width=2, channels=1).event())
+        model = self.engine.model
+        rate = model.sampling_rate if model is not None else _RATE  # not loaded: no audio follows anyway
+        await self.write_event(AudioStart(rate=rate, width=2, channels=1).event())
         try:
             while job is not None:
                 kind, payload = await asyncio.wait_for(job.out.get(), self.settings.request_timeout)
@@ -113,7 +114,7 @@ class _Handler(AsyncEventHandler):
                     if kind == "error":
                         logger.warning("wyoming: generation failed: %r", payload)
                     break
-                await self.write_event(AudioChunk(rate=_RATE, width=2, channels=1, audio=pcm16(payload)).event())
+                await self.write_event(AudioChunk(rate=rate, width=2, channels=1, audio=pcm16(payload)).event())
         finally:
             if job is not None:
                 job.cancel.set()

@@ -11,7 +11,8 @@ import pytest
 
 import omnivoice.models.omnivoice.pipeline as pipeline_module
 from omnivoice import Cancelled, OmniVoice, TextPiece
-from omnivoice.streaming import iter_pieces, speech_seconds
+from omnivoice.models.omnivoice.duration import speech_seconds
+from omnivoice.streaming import iter_pieces
 
 FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"
 MEASURE = speech_seconds(25.0)

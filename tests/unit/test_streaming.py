@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from omnivoice.models.omnivoice.duration import speech_seconds
 from omnivoice.postprocess import cross_fade_chunks, post_process_audio
 from omnivoice.streaming import (
     FIRST_PIECE_SECONDS,
@@ -13,7 +14,6 @@ from omnivoice.streaming import (
     PieceFinisher,
     SentenceSplitter,
     iter_pieces,
-    speech_seconds,
     split_long,
 )
 

@@ -15,7 +15,7 @@ import math
 import numbers
 import unicodedata
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Callable
 
 __all__ = [
     "FALLBACK_REF_TEXT",
@@ -23,6 +23,7 @@ __all__ = [
     "RuleDurationEstimator",
     "estimate_target_tokens",
     "resolve_target_lengths",
+    "speech_seconds",
 ]
 
 # Reference pair used when the caller gives no reference (upstream's fallback).
@@ -300,3 +301,10 @@ def per_item(value: Any, n: int, what: str) -> list[Any]:
     if len(values) != n:
         raise ValueError(f"{what} has {len(values)} entries for {n} texts")
     return values
+
+
+def speech_seconds(frame_rate: float) -> Callable[[str], float]:
+    """Estimated seconds of speech of a text at the default speaking rate (no reference)."""
+    ref_weight = RuleDurationEstimator.text_weight(FALLBACK_REF_TEXT)
+    seconds_per_weight = FALLBACK_REF_TOKENS / ref_weight / frame_rate
+    return lambda text: RuleDurationEstimator.text_weight(text) * seconds_per_weight

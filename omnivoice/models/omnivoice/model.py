@@ -12,7 +12,7 @@ import os
 import threading
 import warnings
 from dataclasses import dataclass, fields
-from typing import Any, Iterable, Iterator, Optional, Union
+from typing import Any, ClassVar, Hashable, Iterable, Iterator, Optional, Union
 
 import numpy as np
 
@@ -25,9 +25,17 @@ from .maskgit import MaskGITConfig
 from ...model_files import resolve_model
 from .pipeline import Pipeline, Progress
 from ...postprocess import preprocess_reference
-from ...streaming import AudioChunk, CancelCheck, TextPiece, as_cancel_check, iter_pieces, speech_seconds
+from ...protocol import DEFAULT_VOICE_FAMILY, VOICE_FAMILY_KEY, Capabilities, OptionError, WrongFamily
+from ...streaming import AudioChunk, CancelCheck, TextPiece, as_cancel_check, iter_pieces
 from ...threads import LoadAwareThreads, resolve_n_threads, usable_cores
+from .duration import speech_seconds
+from .lang_map import LANG_IDS, resolve_language
 from .tokenizer import TextTokenizer
+from .voice_design import contains_chinese, resolve_instruct
+
+FAMILY = "omnivoice"
+# The GGUF architecture of the file that names the family (the LM; the codec GGUF rides along).
+ARCHITECTURE = "omnivoice-lm"
 
 AudioInput = Union[str, os.PathLike, tuple[np.ndarray, int]]
 Cancel = Union[threading.Event, CancelCheck, None]
@@ -78,13 +86,14 @@ class VoiceClonePrompt:
     ref_audio_tokens: np.ndarray  # int32 [n_codebooks, T]
     ref_text: str
     ref_rms: float
+    family: ClassVar[str] = FAMILY
 
     def save(self, path: Union[str, os.PathLike]) -> None:
         """Writes the prompt to ``path`` (a ``.npz`` file)."""
         with open(path, "wb") as f:
             np.savez(f, ref_audio_tokens=np.asarray(self.ref_audio_tokens, dtype=np.int32),
                      ref_text=np.array(self.ref_text), ref_rms=np.float64(self.ref_rms),
-                     format=np.array("omnivoice-voice-1"))
+                     format=np.array("omnivoice-voice-1"), **{VOICE_FAMILY_KEY: np.array(FAMILY)})
 
     @classmethod
     def load(cls, path: Union[str, os.PathLike]) -> "VoiceClonePrompt":
@@ -92,17 +101,22 @@ class VoiceClonePrompt:
 
         Raises:
             FileNotFoundError: No such file.
+            WrongFamily: A voice file of another family.
             ValueError: Not a voice file, or values no reference could give: codes that are not
                 ``[n_codebooks, T]`` ids >= 0, an empty or invalid ``ref_text``, a ``ref_rms`` that
                 is not a positive finite number (0 is a silent reference: silent output).
         """
         try:
             with np.load(path, allow_pickle=False) as z:
+                # Files written before voices named their family are OmniVoice's.
+                family = str(z[VOICE_FAMILY_KEY]) if VOICE_FAMILY_KEY in z.files else DEFAULT_VOICE_FAMILY
+                if family != FAMILY:
+                    raise WrongFamily(str(path), family, FAMILY)
                 if str(z["format"]) != "omnivoice-voice-1":
                     raise ValueError
                 tokens = z["ref_audio_tokens"].astype(np.int32)
                 text, rms = str(z["ref_text"]), float(z["ref_rms"])
-        except FileNotFoundError:
+        except (FileNotFoundError, WrongFamily):
             raise
         except Exception:
             raise ValueError(f"{path} is not an omnivoice voice prompt file") from None
@@ -118,7 +132,15 @@ class VoiceClonePrompt:
 
 
 class OmniVoice:
-    """OmniVoice TTS: text (plus an optional voice description or reference) to 24 kHz speech."""
+    """OmniVoice TTS: text (plus an optional voice description or reference) to 24 kHz speech.
+
+    Implements :class:`omnivoice.protocol.SpeechModel`; ``voice=`` is the protocol's name of
+    ``voice_clone_prompt`` wherever that is taken."""
+
+    family: ClassVar[str] = FAMILY
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        family=FAMILY, modes=("clone", "design", "auto"), instruct="attributes", languages=tuple(sorted(LANG_IDS)),
+        streaming=True, duration_control=True, clone_needs_transcript=True)
 
     def __init__(self, lm: "_core.LM", audio_tokenizer: AudioTokenizer, text_tokenizer: TextTokenizer,
                  backend: "_core.Backend") -> None:
@@ -155,6 +177,9 @@ class OmniVoice:
                 for an RPC server that cannot be reached.
         """
         n_threads = resolve_n_threads(n_threads)
+        from ...registry import check_family
+
+        check_family(model, FAMILY, "OmniVoice.from_pretrained")
         files = resolve_model(model, codec, convert_type=convert_type)
         backend = _core.Backend(n_threads or usable_cores(), device=device or "")
         lm = _core.LM(str(files.lm), backend)
@@ -191,6 +216,7 @@ class OmniVoice:
         seed: Optional[int] = None,
         progress: Optional[Progress] = None,
         cancel: Cancel = None,
+        voice: Union[VoiceClonePrompt, list[VoiceClonePrompt], None] = None,
         **kwargs: Any,
     ) -> list[np.ndarray]:
         """Generates speech for one text or a batch.
@@ -215,6 +241,7 @@ class OmniVoice:
             cancel: A ``threading.Event`` or a zero-argument callable; checked before every
                 MaskGIT step and every decode, and once set (True) the call raises
                 :class:`~omnivoice.Cancelled`, having freed what it allocated.
+            voice: The protocol's name of ``voice_clone_prompt`` (give one of the two).
             **kwargs: Fields of :class:`OmniVoiceGenerationConfig` (``num_step``,
                 ``guidance_scale``, ``t_shift``, ``layer_penalty_factor``,
                 ``position_temperature``, ``class_temperature``, ``denoise``,
@@ -228,6 +255,7 @@ class OmniVoice:
             Cancelled: ``cancel`` was set.
         """
         config = OmniVoiceGenerationConfig.for_request(generation_config, kwargs)  # before any work
+        voice_clone_prompt = _one_voice(voice, voice_clone_prompt)
         check = as_cancel_check(cancel)
         rng = np.random.default_rng(check_seed(seed))
         items = self.pipeline.prepare(text, language, ref_text, ref_audio, voice_clone_prompt, instruct,
@@ -249,6 +277,7 @@ class OmniVoice:
         progress: Optional[Progress] = None,
         cancel: Cancel = None,
         split: str = "sentence",
+        voice: Optional[VoiceClonePrompt] = None,
         **kwargs: Any,
     ) -> Iterator[AudioChunk]:
         """Generates speech for one text piece by piece, yielding each piece's audio once decoded.
@@ -282,7 +311,7 @@ class OmniVoice:
         Args:
             text: The text, or an iterable of str fragments (``split="sentence"`` only).
             language, ref_text, ref_audio, voice_clone_prompt, instruct, speed, generation_config,
-                seed, progress, cancel, kwargs: As :meth:`generate`.
+                seed, progress, cancel, voice, kwargs: As :meth:`generate`.
             duration: Total duration in seconds, spread over the pieces as a speed factor; needs
                 ``text`` as a str.
             split: ``"sentence"`` or ``"chunk"``.
@@ -294,6 +323,7 @@ class OmniVoice:
             Cancelled: ``cancel`` was set; the generator is finished.
         """
         config = OmniVoiceGenerationConfig.for_request(generation_config, kwargs)  # before any work
+        voice_clone_prompt = _one_voice(voice, voice_clone_prompt)
         check = as_cancel_check(cancel)
         if split not in ("sentence", "chunk"):
             raise ValueError(f"split must be 'sentence' or 'chunk', got {split!r}")
@@ -304,7 +334,7 @@ class OmniVoice:
             # The whole text is known: so are the pieces, and which one is last.
             (item,) = self.pipeline.prepare(text, *voice, duration, speed, config, clone)
             if split == "sentence":
-                texts = list(iter_pieces(text, speech_seconds(self.frame_rate), config.audio_chunk_duration))
+                texts = list(iter_pieces(text, self.speech_seconds, config.audio_chunk_duration))
             else:
                 texts = self.pipeline.chunk_texts(item, config)
             count, pieces = len(texts), iter(texts)
@@ -313,7 +343,7 @@ class OmniVoice:
         elif duration is not None:
             raise ValueError("duration needs text as a str: the length of an iterable text is not known")
         else:
-            pieces = iter_pieces(text, speech_seconds(self.frame_rate), config.audio_chunk_duration)
+            pieces = iter_pieces(text, self.speech_seconds, config.audio_chunk_duration)
             first = next(pieces, None)
             if first is None:
                 raise ValueError("text is empty")
@@ -335,6 +365,7 @@ class OmniVoice:
         seed: Optional[int] = None,
         progress: Optional[Progress] = None,
         cancel: Cancel = None,
+        voice: Optional[VoiceClonePrompt] = None,
         **kwargs: Any,
     ) -> Iterator[AudioChunk]:
         """Generates given pieces of text in one voice, yielding each piece's raw audio.
@@ -348,12 +379,13 @@ class OmniVoice:
         Args:
             pieces: Texts, or :class:`TextPiece` items, consumed as they come.
             language, ref_text, ref_audio, voice_clone_prompt, instruct, speed, generation_config,
-                seed, progress, cancel, kwargs: As :meth:`generate`.
+                seed, progress, cancel, voice, kwargs: As :meth:`generate`.
 
         Yields:
             :class:`AudioChunk` per piece, float32 at :attr:`sampling_rate`.
         """
         config = OmniVoiceGenerationConfig.for_request(generation_config, kwargs)
+        voice_clone_prompt = _one_voice(voice, voice_clone_prompt)
         check = as_cancel_check(cancel)
         pieces = iter(pieces)
         first = next(pieces, None)
@@ -392,6 +424,88 @@ class OmniVoice:
             ref_text = add_punctuation(ref_text)
         return VoiceClonePrompt(ref_audio_tokens=tokens, ref_text=ref_text, ref_rms=ref_rms)
 
+    # ------------------------------------------------------------------ protocol (omnivoice.protocol)
+
+    @classmethod
+    def check_request(cls, *, text: Optional[str] = None, language: Optional[str] = None,
+                      instruct: Optional[str] = None, voice: Optional[VoiceClonePrompt] = None,
+                      ref_audio: Any = None, ref_text: Optional[str] = None, duration: Optional[float] = None,
+                      speed: Optional[float] = None, **options: Any) -> dict[str, Any]:
+        """Checks one request before any work (see :meth:`omnivoice.protocol.SpeechModel.check_request`).
+
+        Stricter than :meth:`generate` on ``language``: an unknown one is an error here, where
+        generate warns and speaks language-agnostic as upstream does. ``instruct`` comes back
+        in the form generate uses (Chinese items when ``text`` holds Chinese).
+        """
+        mode = cls.capabilities.check_mode(voice, ref_audio, instruct)
+        if voice is not None and getattr(voice, "family", None) != FAMILY:
+            raise WrongFamily("voice", getattr(voice, "family", type(voice).__name__), FAMILY)
+        if ref_audio is not None and (ref_text is None or not str(ref_text).strip()):
+            raise OptionError("ref_text", "ref_text (the transcript of ref_audio) is required with ref_audio: "
+                                          "no ASR model is bundled")
+        if ref_audio is None and ref_text is not None:
+            raise OptionError("ref_text", "ref_text was given without ref_audio")
+        OmniVoiceGenerationConfig.from_dict(options).validate()
+        for name, value in (("duration", duration), ("speed", speed)):
+            if value is not None and not check_finite(value, name) > 0:
+                raise OptionError(name, f"{name} must be > 0, got {value!r}")
+        if language is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                try:
+                    language = resolve_language(language)
+                except (UserWarning, ValueError):
+                    raise OptionError("language", f"unknown language {language!r}: give a language name or code "
+                                                  "(e.g. 'English' or 'en')") from None
+        if mode == "design":
+            try:
+                instruct = resolve_instruct(instruct, use_zh=contains_chinese(text or ""))
+            except ValueError as e:
+                raise OptionError("instruct", str(e)) from None
+        else:
+            instruct = None
+        return {"language": language, "instruct": instruct, "voice": voice, "ref_audio": ref_audio,
+                "ref_text": ref_text, "duration": duration, "speed": speed, **options}
+
+    def create_voice(self, ref_audio: AudioInput, ref_text: Optional[str] = None,
+                     **options: Any) -> VoiceClonePrompt:
+        """:meth:`create_voice_clone_prompt` under the protocol's name; of the generation
+        ``options`` only ``preprocess_prompt`` shapes a voice."""
+        return self.create_voice_clone_prompt(ref_audio, ref_text, options.get("preprocess_prompt", True))
+
+    @classmethod
+    def load_voice(cls, path: Union[str, os.PathLike]) -> VoiceClonePrompt:
+        """:meth:`VoiceClonePrompt.load` (a voice of another family raises WrongFamily)."""
+        return VoiceClonePrompt.load(path)
+
+    def speech_seconds(self, text: str) -> float:
+        """Estimated seconds of speech of ``text`` at the default rate (no reference)."""
+        return speech_seconds(self.frame_rate)(text)
+
+    def token_usage(self, text: str, seconds: float) -> tuple[int, int]:
+        """Text tokens of ``text`` and codec frames of ``seconds`` of audio."""
+        return len(self.text_tokenizer.encode(text)), round(seconds * self.frame_rate)
+
+    def warm_up(self) -> None:
+        """One two-step generation of "Hello." (about the LM's and codec's first-call setup)."""
+        self.generate("Hello.", num_step=2, seed=0)
+
+    def batch_key(self, options: dict[str, Any]) -> Optional[Hashable]:
+        """Requests batch when they share the MaskGIT settings and whether they clone; a fixed
+        seed never batches (its audio would depend on what it was batched with)."""
+        if options.get("seed") is not None:
+            return None
+        cloning = options.get("voice") is not None or options.get("ref_audio") is not None
+        return options.get("num_step"), options.get("guidance_scale"), cloning
+
+    @classmethod
+    def resolve_files(cls, model: Union[str, os.PathLike], codec: Union[str, os.PathLike, None] = None,
+                      **_: Any) -> dict[str, str]:
+        """The local GGUFs :meth:`from_pretrained` would load (a snapshot or Hub id converted or
+        downloaded here, once), as its keyword arguments: what a Ray job hands its actors."""
+        files = resolve_model(model, codec)
+        return {"model": str(files.lm), "codec": str(files.codec)}
+
     # ------------------------------------------------------------------ preparation
 
     def _load_reference(self, ref_audio: AudioInput) -> np.ndarray:
@@ -403,3 +517,9 @@ class OmniVoice:
         wave, sr = ref_audio
         return to_mono(np.asarray(wave), check_sample_rate(sr, "ref_audio sample rate"), self.sampling_rate)
 
+
+def _one_voice(voice: Any, voice_clone_prompt: Any) -> Any:
+    """The clone prompt given as ``voice`` (the protocol's name) or ``voice_clone_prompt``."""
+    if voice is not None and voice_clone_prompt is not None:
+        raise ValueError("give voice or voice_clone_prompt, not both (they are the same argument)")
+    return voice_clone_prompt if voice is None else voice
