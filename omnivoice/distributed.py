@@ -6,8 +6,10 @@ each holding one loaded model (one model's memory per actor). Every request beco
 the output directory, written by whichever actor took it, so the directory must be one that all
 Ray workers share (local for a single machine; a network file system on a cluster). A manifest
 (JSONL, one row per request) says what happened to each: ``ok`` with the audio duration and the
-seconds it took, ``skipped`` when its output already existed (a re-run resumes after a crash), or
-``failed`` with the error. A bad request fails alone; the job goes on.
+seconds it took, ``skipped`` when its output already existed (a re-run resumes after a crash),
+``failed`` with the error (the job goes on), or ``invalid`` for a bad line that was skipped. The
+job is checked whole first, as the plain ``--batch`` checks it (:func:`omnivoice.batch.check_job`):
+bad lines refuse the job unless ``skip_bad_lines``.
 
 Requests are ordered by voice before they are handed out, and each actor keeps the voice prompts
 it encoded, so requests sharing a reference encode it once per actor.
@@ -27,19 +29,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Union
 
-from .batch import BatchRequest, BatchRunner, RequestError, failed_row, read_requests, validate_requests
+from .batch import BatchRequest, BatchRunner, RequestError, check_job, read_requests, validate_requests
 
 MANIFEST_NAME = "manifest.jsonl"
 
 
 @dataclass(frozen=True)
 class BatchSummary:
-    """What a job did. ``audio_seconds`` counts the audio written in this run."""
+    """What a job did. ``audio_seconds`` counts the audio written in this run; ``invalid`` the bad
+    lines skipped (``skip_bad_lines``)."""
 
     total: int
     ok: int
     failed: int
     skipped: int
+    invalid: int
     audio_seconds: float
     wall_seconds: float
     manifest: Path
@@ -150,6 +154,7 @@ def run_batch(
     batch_size: int = 1,
     actor_start_timeout: int = 600,
     progress: Union[bool, Callable[[int, int, float], None]] = False,
+    skip_bad_lines: bool = False,
     **generate_kwargs: Any,
 ) -> BatchSummary:
     """Runs a batch job on Ray: one audio file per request, and a JSONL manifest.
@@ -175,6 +180,8 @@ def run_batch(
             any request is handed out; past it the job fails.
         progress: ``True`` for a status line on stderr (when it is a terminal), or a callable
             ``progress(done, failed, audio_seconds)`` called as results come in.
+        skip_bad_lines: Run the good requests of a job that has bad lines (each gets an
+            ``invalid`` row); by default such a job is refused before Ray starts.
         **generate_kwargs: Settings for every request (``num_step``, ``guidance_scale``, ...).
 
     Returns:
@@ -182,7 +189,8 @@ def run_batch(
 
     Raises:
         ValueError: ``actors``, ``threads_per_actor``, ``batch_size`` or ``actor_start_timeout``
-            below 1, more CPUs than the cluster holds, or a bad ``fmt`` or setting.
+            below 1, more CPUs than the cluster holds, a bad ``fmt`` or setting, or bad lines
+            in the job (all of them named) without ``skip_bad_lines``.
         FileNotFoundError: The model or the requests file does not exist.
     """
     from .audio import _check_format, _check_rate
@@ -205,10 +213,11 @@ def run_batch(
         parsed = read_requests(requests, out_dir, defaults)
     else:
         parsed = validate_requests(requests, out_dir, defaults)
+    check_job(parsed, str(requests) if isinstance(requests, (str, os.PathLike)) else "the requests", skip_bad_lines)
 
     manifest_path = Path(manifest) if manifest else out_dir / MANIFEST_NAME
     todo: list[BatchRequest] = []
-    counts = {"ok": 0, "failed": 0, "skipped": 0}
+    counts = {"ok": 0, "failed": 0, "skipped": 0, "invalid": 0}
     audio_seconds = 0.0
     bar = _BarProgress(len(parsed)) if progress is True else progress or None
     with open(manifest_path, "w", encoding="utf-8") as mf:
@@ -221,11 +230,12 @@ def run_batch(
             mf.write(json.dumps(row) + "\n")
             mf.flush()  # the manifest so far survives a crash
             if bar:
-                bar(counts["ok"] + counts["skipped"], counts["failed"], audio_seconds)
+                bar(counts["ok"] + counts["skipped"], counts["failed"] + counts["invalid"], audio_seconds)
 
         for req in parsed:
             if isinstance(req, RequestError):
-                record(failed_row(req.id, req.output, f"ValueError: {req.message}"))
+                record({"id": req.id, "output": req.output, "status": "invalid", "line": req.line,
+                        "error": req.message})
             elif os.path.exists(req.output):
                 record({"id": req.id, "output": req.output, "status": "skipped"})
             else:
@@ -236,7 +246,7 @@ def run_batch(
                                    batch_size, actor_start_timeout, generate_kwargs):
                 record(row)
     return BatchSummary(total=len(parsed), ok=counts["ok"], failed=counts["failed"], skipped=counts["skipped"],
-                        audio_seconds=audio_seconds, wall_seconds=time.monotonic() - start,
+                        invalid=counts["invalid"], audio_seconds=audio_seconds, wall_seconds=time.monotonic() - start,
                         manifest=manifest_path)
 
 
