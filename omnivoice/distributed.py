@@ -17,6 +17,7 @@ it encoded, so requests sharing a reference encode it once per actor.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -32,6 +33,13 @@ from typing import Any, Callable, Iterable, Optional, Union
 from .batch import BatchRequest, BatchRunner, RequestError, check_job, read_requests, validate_requests
 
 MANIFEST_NAME = "manifest.jsonl"
+# Ctrl-C of run_serve: Serve's graceful shutdown gets SERVE_GRACE_S, then its actors are killed;
+# the process is gone SERVE_EXIT_S after the interrupt whatever happens (a loaded machine or a
+# stuck controller included).
+SERVE_GRACE_S = 30
+SERVE_EXIT_S = 60
+# A replica's in-flight requests get this long to finish when it stops (Serve's default: 20 s).
+REPLICA_GRACE_S = 5
 
 
 @dataclass(frozen=True)
@@ -324,7 +332,8 @@ def serve_app(model: Union[str, os.PathLike], settings: Any = None, replicas: in
 
     ingress = serve.ingress(build)(_ServerReplica)
     deployment = serve.deployment(ingress, name="omnivoice", num_replicas=replicas,
-                                  ray_actor_options={"num_cpus": settings.threads})
+                                  ray_actor_options={"num_cpus": settings.threads},
+                                  graceful_shutdown_timeout_s=REPLICA_GRACE_S, graceful_shutdown_wait_loop_s=0.5)
     return deployment.bind()
 
 
@@ -344,7 +353,9 @@ def build_serve_app(args: dict[str, str]) -> Any:
 def run_serve(model: Union[str, os.PathLike], settings: Any = None, replicas: int = 1, threads: Optional[int] = None,
               host: str = "127.0.0.1", port: int = 8000, address: Optional[str] = None) -> None:
     """Deploys :func:`serve_app` with Serve's HTTP proxy on ``host:port`` and serves until
-    interrupted (``omnivoice-server --ray-serve``); then takes the deployment down.
+    interrupted (``omnivoice-server --ray-serve``); then takes the deployment down, within a bound:
+    Serve's graceful shutdown gets :data:`SERVE_GRACE_S` seconds, then Serve's actors are killed,
+    and the process exits at most :data:`SERVE_EXIT_S` seconds after the interrupt.
 
     Args:
         address: Ray cluster to join, as for :func:`init`; ``None`` starts a local Ray.
@@ -360,4 +371,30 @@ def run_serve(model: Union[str, os.PathLike], settings: Any = None, replicas: in
         while True:
             time.sleep(3600)
     finally:
-        serve.shutdown()
+        _bounded_serve_shutdown()
+
+
+def _bounded_serve_shutdown() -> None:
+    """``serve.shutdown()``, bounded: see :func:`run_serve`."""
+    import threading
+
+    import ray
+    from ray import serve
+
+    # The last resort: nothing below may keep the process past SERVE_EXIT_S (exit status 1).
+    watchdog = threading.Timer(SERVE_EXIT_S, lambda: os._exit(1))
+    watchdog.daemon = True
+    watchdog.start()
+    graceful = threading.Thread(target=serve.shutdown, name="serve-shutdown", daemon=True)
+    graceful.start()
+    try:
+        graceful.join(SERVE_GRACE_S)
+    except KeyboardInterrupt:  # a second Ctrl-C: no more waiting
+        pass
+    if graceful.is_alive():
+        print(f"omnivoice-server: Ray Serve did not shut down within {SERVE_GRACE_S} s; killing its actors",
+              file=sys.stderr)
+        for actor in ray.util.list_named_actors(all_namespaces=True):
+            if actor["namespace"] == "serve":
+                with contextlib.suppress(Exception):  # gone meanwhile
+                    ray.kill(ray.get_actor(actor["name"], namespace="serve"), no_restart=True)

@@ -217,12 +217,15 @@ def test_serve_replicas_answer_as_the_server_does(local_ray: None, tiny_model_di
             serve.shutdown()
 
 
-def test_server_cli_ray_serve_deploys_and_stops_on_ctrl_c(local_ray: None, tiny_model_dir: Path,
-                                                           tmp_path: Path, free_port: Callable[[], int]) -> None:
+def test_server_cli_ray_serve_deploys_and_stops_on_ctrl_c_with_both_cores_busy(
+        local_ray: None, tiny_model_dir: Path, tmp_path: Path, free_port: Callable[[], int]) -> None:
+    from omnivoice.distributed import SERVE_EXIT_S
+
     # joins this module's Ray, as `omnivoice-server --ray-serve ADDRESS` joins a cluster
     port = free_port()
     health = f"http://127.0.0.1:{port}/health"
     log = tmp_path / "server.log"  # a file, not a pipe: Serve logs plenty, and a full pipe would block it
+    busy: list[subprocess.Popen] = []
     with open(log, "wb") as err, subprocess.Popen(
             [sys.executable, "-P", "-m", "omnivoice.server", "--model", str(tiny_model_dir), "--port", str(port),
              "--ray-serve", ray.get_runtime_context().gcs_address, "--replicas", "1", "--threads", "1",
@@ -239,9 +242,23 @@ def test_server_cli_ray_serve_deploys_and_stops_on_ctrl_c(local_ray: None, tiny_
                     pass
                 assert time.monotonic() < deadline, "omnivoice-server --ray-serve never became healthy"
                 time.sleep(0.5)
+            # Ctrl-C under load: both cores spinning and a long generation in flight.
+            speech = urllib.request.Request(
+                f"http://127.0.0.1:{port}/v1/audio/speech", json.dumps({
+                    "input": "A long answer keeps the replica busy. " * 40, "response_format": "pcm",
+                    "num_step": 64}).encode(), {"Content-Type": "application/json"})
+            in_flight = urllib.request.urlopen(speech, timeout=JOB_TIMEOUT_S)
+            in_flight.read(100)
+            busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
             proc.send_signal(signal.SIGINT)
-            assert proc.wait(timeout=120) == 0, log.read_text(errors="replace")
+            # SERVE_EXIT_S: the bound the process enforces on itself (15 s more for the signal to
+            # arrive and the exit to be seen on spinning cores).
+            assert proc.wait(timeout=SERVE_EXIT_S + 15) == 0, log.read_text(errors="replace")
+            in_flight.close()
         finally:
+            for p in busy:
+                p.kill()
+                p.wait()
             if proc.poll() is None:
                 proc.kill()
     with pytest.raises((urllib.error.URLError, ConnectionError)):  # the deployment went with it
