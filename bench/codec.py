@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from omnivoice.audio_tokenizer import AudioTokenizer
+from omnivoice.models.omnivoice.audio_tokenizer import AudioTokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import run_reference, runs_text, time_calls  # noqa: E402

@@ -106,7 +106,7 @@ def worker(args: argparse.Namespace) -> None:
     owner = getattr(model, "pipeline", model)  # whichever object opens the LM sessions
     owner.lm = _TimedLM(owner.lm, calls, args.logits)
     if args.logits:  # MaskGIT scores cells in numpy from the logits, as before the in-graph scoring
-        import omnivoice.pipeline as pipeline
+        import omnivoice.models.omnivoice.pipeline as pipeline
 
         full = pipeline.maskgit_generate
         pipeline.maskgit_generate = lambda *args, score=None, **kwargs: full(*args, **kwargs)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .._cli import run_command
 from . import CODEC_TYPES, LM_TYPES, convert_model
-from .omnivoice_cpp import convert_cpp_codec
+from .omnivoice.omnivoice_cpp import convert_cpp_codec
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,8 +6,8 @@ from importlib.metadata import version
 
 from . import _libs  # noqa: F401  (must run before _core is imported)
 from ._core import Backend, ModelFormatError
-from .audio_tokenizer import AudioTokenizer, load_codes, save_codes
-from .model import OmniVoice, OmniVoiceGenerationConfig, VoiceClonePrompt
+from .models.omnivoice import (AudioTokenizer, OmniVoice, OmniVoiceGenerationConfig, VoiceClonePrompt, load_codes,
+                               save_codes)
 from .streaming import AudioChunk, Cancelled, TextPiece
 
 __version__ = version("omnivoice-ggml")  # the distribution's, set once in pyproject.toml

@@ -214,7 +214,7 @@ class BatchRunner:
     def __init__(self, model: Any, fmt: str = "wav16", sample_rate: Optional[int] = None, voice_cache: int = 64,
                  **generate_kwargs: Any) -> None:
         from .audio import _check_format, _check_rate
-        from .model import OmniVoiceGenerationConfig
+        from .models.omnivoice.model import OmniVoiceGenerationConfig
 
         _check_format(fmt)
         if sample_rate is not None:
@@ -230,7 +230,7 @@ class BatchRunner:
 
     def voice_prompt(self, req: BatchRequest) -> Any:
         """The request's ``VoiceClonePrompt`` (from the cache when seen before), or ``None``."""
-        from .model import VoiceClonePrompt
+        from .models.omnivoice.model import VoiceClonePrompt
 
         key = req.voice_key
         if key is None:

@@ -173,7 +173,7 @@ class _AudioOut:
 
 
 def _voice_kwargs(model: Any, req: dict[str, Any], preprocess: bool) -> dict[str, Any]:
-    from .model import VoiceClonePrompt
+    from .models.omnivoice.model import VoiceClonePrompt
 
     if req.get("voice"):
         return {"voice_clone_prompt": VoiceClonePrompt.load(req["voice"])}
@@ -283,7 +283,7 @@ def _dub(model: Any, args: argparse.Namespace, kwargs: dict[str, Any], progress:
 
 def _run_batch(args: argparse.Namespace, base: dict[str, Any], progress: _Progress) -> None:
     from .batch import BatchRunner, check_job, read_requests
-    from .model import OmniVoice
+    from .models.omnivoice.model import OmniVoice
 
     if args.output == "-":
         raise ValueError("--batch writes files: give -o a directory, not -")
@@ -319,7 +319,7 @@ def _run_ray(args: argparse.Namespace, base: dict[str, Any]) -> None:
 
 
 def _run(args: argparse.Namespace) -> None:
-    from .model import OmniVoice
+    from .models.omnivoice.model import OmniVoice
 
     progress = _Progress(not args.quiet)
     base = {k: getattr(args, k) for k in ("lang", "instruct", "duration", "speed", "seed")}

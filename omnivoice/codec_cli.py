@@ -1,7 +1,7 @@
 """``omnivoice-codec``: audio <-> codes with the Higgs Audio v2 tokenizer.
 
 An audio file (any format and rate libsndfile reads) is encoded to a codes file (``.ovrq``, see
-:mod:`omnivoice.audio_tokenizer`); a codes file is decoded to a 24 kHz WAV. The direction follows
+:mod:`omnivoice.models.omnivoice.audio_tokenizer`); a codes file is decoded to a 24 kHz WAV. The direction follows
 the input: a file that starts with the codes magic is decoded, anything else is encoded. The
 output defaults to the input's name with the other extension, unless that file exists (then -o
 is required). Errors print one line and exit non-zero.
@@ -20,7 +20,7 @@ from typing import Sequence
 
 from ._cli import check_output_path, positive_int, run_command
 from .audio import WAV_FORMATS, load_audio, truncate_to_hop, write_wav
-from .audio_tokenizer import CODES_MAGIC, AudioTokenizer, load_codes, save_codes
+from .models.omnivoice.audio_tokenizer import CODES_MAGIC, AudioTokenizer, load_codes, save_codes
 
 __all__ = ["main"]
 

@@ -62,7 +62,7 @@ class _Synthesizer:
 
     def __init__(self, lm: str, codec: str, n_threads: int, fmt: str, sample_rate: Optional[int],
                  generate_kwargs: dict[str, Any]) -> None:
-        from .model import OmniVoice
+        from .models.omnivoice.model import OmniVoice
 
         self.runner = BatchRunner(OmniVoice.from_pretrained(lm, codec=codec, n_threads=n_threads), fmt,
                                   sample_rate, **generate_kwargs)
@@ -202,7 +202,7 @@ def run_batch(
         FileNotFoundError: The model or the requests file does not exist.
     """
     from .audio import _check_format, _check_rate
-    from .model import OmniVoiceGenerationConfig
+    from .models.omnivoice.model import OmniVoiceGenerationConfig
     from .model_files import resolve_model
 
     for name, value in (("actors", actors), ("threads_per_actor", threads_per_actor or 1),

@@ -80,7 +80,7 @@ def _convert_snapshot(snapshot: Path, outtype: str) -> ModelFiles:
 
 def codec_in_our_layout(codec: Path) -> Path:
     """``codec`` itself, or for an omnivoice.cpp codec its conversion (made once) in the cache."""
-    from .convert.omnivoice_cpp import convert_cpp_codec, is_cpp_codec
+    from .convert.omnivoice.omnivoice_cpp import convert_cpp_codec, is_cpp_codec
 
     if not is_cpp_codec(codec):
         return codec

@@ -26,7 +26,7 @@ import numpy as np
 
 from .postprocess import apply_volume, fade_edges, remove_silence
 from .chunking import ABBREVIATIONS, CLOSING_MARKS
-from .duration import FALLBACK_REF_TEXT, FALLBACK_REF_TOKENS, RuleDurationEstimator
+from .models.omnivoice.duration import FALLBACK_REF_TEXT, FALLBACK_REF_TOKENS, RuleDurationEstimator
 
 __all__ = [
     "AudioChunk",

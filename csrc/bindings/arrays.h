@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "models/codec/codec.h"
+#include "models/omnivoice/codec/codec.h"
 
 namespace ov {
 

@@ -25,10 +25,10 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..lang_map import resolve_language
-from ..model import OmniVoice, VoiceClonePrompt
+from ..models.omnivoice.lang_map import resolve_language
+from ..models.omnivoice.model import OmniVoice, VoiceClonePrompt
 from ..streaming import Cancelled
-from ..voice_design import contains_chinese, resolve_instruct
+from ..models.omnivoice.voice_design import contains_chinese, resolve_instruct
 from .encoders import StreamEncoder, decode_audio
 from .errors import APIError, error_response, install_error_handlers
 from .metrics import CONTENT_TYPE_LATEST, Metrics

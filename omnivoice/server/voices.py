@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..model import OmniVoice, VoiceClonePrompt
+from ..models.omnivoice.model import OmniVoice, VoiceClonePrompt
 
 AUTO = "auto"
 

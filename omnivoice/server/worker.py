@@ -28,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
-from ..model import OmniVoice
+from ..models.omnivoice.model import OmniVoice
 from ..streaming import Cancelled
 
 logger = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from wyoming.server import AsyncEventHandler, AsyncServer
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
 from .. import __version__
-from ..lang_map import LANG_IDS
+from ..models.omnivoice.lang_map import LANG_IDS
 from .encoders import pcm16
 from .settings import ServerSettings
 from .voices import AUTO, OPENAI_PRESETS, VoiceStore

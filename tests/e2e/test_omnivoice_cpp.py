@@ -25,11 +25,11 @@ from safetensors.numpy import save_file
 from omnivoice import ModelFormatError, OmniVoice, _core
 from omnivoice.convert import convert_lm
 from omnivoice.convert.__main__ import main as convert_main
-from omnivoice.convert.lm import LMHparams
+from omnivoice.convert.omnivoice.lm import LMHparams
 from omnivoice.convert.config import Config
-from omnivoice.convert.omnivoice_cpp import convert_cpp_codec, is_cpp_codec
+from omnivoice.convert.omnivoice.omnivoice_cpp import convert_cpp_codec, is_cpp_codec
 from omnivoice.model_files import resolve_model
-from omnivoice.tokenizer import TextTokenizer
+from omnivoice.models.omnivoice.tokenizer import TextTokenizer
 
 DATA = Path(__file__).parents[1] / "data"
 # The helpers that build omnivoice.cpp-layout files (tests/ is not a package).
@@ -150,7 +150,7 @@ def test_ggml_reason_reaches_the_error(cpp_dir: Path, tiny_model_dir: Path, tmp_
 
 
 def test_audio_tokenizer_takes_their_codec(cpp_dir: Path, cache: Path, tmp_path: Path) -> None:
-    from omnivoice.audio_tokenizer import AudioTokenizer
+    from omnivoice.models.omnivoice.audio_tokenizer import AudioTokenizer
 
     tok = AudioTokenizer.from_file(cpp_dir / "omnivoice-tokenizer-F32.gguf", n_threads=1)
     assert tok.sample_rate == 24000 and tok.metadata["omnivoice.n_quantizers"] == 8

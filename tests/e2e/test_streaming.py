@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import omnivoice.pipeline as pipeline_module
+import omnivoice.models.omnivoice.pipeline as pipeline_module
 from omnivoice import Cancelled, OmniVoice, TextPiece
 from omnivoice.streaming import iter_pieces, speech_seconds
 

@@ -15,7 +15,7 @@ import soundfile as sf
 
 from omnivoice import OmniVoice
 from omnivoice.audio import load_audio
-from omnivoice.audio_tokenizer import AudioTokenizer
+from omnivoice.models.omnivoice.audio_tokenizer import AudioTokenizer
 from omnivoice.resample import resample
 
 FIXTURES = Path(__file__).parent.parent / "data" / "fixtures"

@@ -1,4 +1,4 @@
-"""Write omnivoice/data/instruct_items.json from upstream's voice-design vocabulary.
+"""Write omnivoice/models/omnivoice/data/instruct_items.json from upstream's voice-design vocabulary.
 
 Run with the reference environment (upstream ``omnivoice==0.2.1``), from any
 directory other than the repository root::
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from omnivoice.utils.voice_design import _INSTRUCT_CATEGORIES, _ZH_RE
 
-OUT = Path(__file__).resolve().parents[2] / "omnivoice" / "data" / "instruct_items.json"
+OUT = Path(__file__).resolve().parents[2] / "omnivoice" / "models" / "omnivoice" / "data" / "instruct_items.json"
 CATEGORY_NAMES = ["gender", "age", "pitch", "style", "accent", "dialect"]
 
 

@@ -1,4 +1,4 @@
-"""Write omnivoice/data/languages.json from upstream omnivoice's language table.
+"""Write omnivoice/models/omnivoice/data/languages.json from upstream omnivoice's language table.
 
 Run with the reference environment (upstream ``omnivoice==0.2.1``), from any
 directory other than the repository root so that upstream's package is imported::
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from omnivoice.utils.lang_map import LANG_NAME_TO_ID, lang_display_name
 
-OUT = Path(__file__).resolve().parents[2] / "omnivoice" / "data" / "languages.json"
+OUT = Path(__file__).resolve().parents[2] / "omnivoice" / "models" / "omnivoice" / "data" / "languages.json"
 
 
 def main() -> None:

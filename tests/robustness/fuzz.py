@@ -58,8 +58,8 @@ class Seeds:
 
 def make_seeds(model_dir: Path, tmp: Path) -> Seeds:
     """Seed files: the tiny GGUFs in ``model_dir`` and small codes, voice and WAV files."""
-    from omnivoice.audio_tokenizer import save_codes
-    from omnivoice.model import VoiceClonePrompt
+    from omnivoice.models.omnivoice.audio_tokenizer import save_codes
+    from omnivoice.models.omnivoice.model import VoiceClonePrompt
 
     rng = np.random.default_rng(0)
     codes = rng.integers(0, 1024, (8, 4), dtype=np.int32)

@@ -487,7 +487,7 @@ def test_older_llm_config(tmp_path):
 
 
 def test_q4_k_m_mix_follows_omnivoice_cpp() -> None:
-    from omnivoice.convert.lm import lm_tensor_type
+    from omnivoice.convert.omnivoice.lm import lm_tensor_type
 
     q = gguf.GGMLQuantizationType
     # Their tools/quantize.cpp at 28 layers: v_proj / down_proj bumped in layers < 3, >= 24 and

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from omnivoice import duration
-from omnivoice.duration import RuleDurationEstimator, estimate_target_tokens, resolve_target_lengths
+from omnivoice.models.omnivoice import duration
+from omnivoice.models.omnivoice.duration import RuleDurationEstimator, estimate_target_tokens, resolve_target_lengths
 
 FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"
 

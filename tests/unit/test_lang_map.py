@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from omnivoice.lang_map import LANG_IDS, LANG_NAME_TO_ID, LANG_NAMES, lang_display_name, resolve_language
+from omnivoice.models.omnivoice.lang_map import LANG_IDS, LANG_NAME_TO_ID, LANG_NAMES, lang_display_name, resolve_language
 
 FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"
 CASES = json.loads((FIXTURES / "text_languages.json").read_text(encoding="utf-8"))["cases"]

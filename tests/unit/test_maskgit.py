@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from omnivoice.maskgit import (
+from omnivoice.models.omnivoice.maskgit import (
     MaskGITConfig,
     filter_top_k,
     generate,
@@ -24,7 +24,7 @@ from omnivoice.maskgit import (
     time_steps,
     unmask_schedule,
 )
-from omnivoice.prompt import Prompt
+from omnivoice.models.omnivoice.prompt import Prompt
 
 TESTS = Path(__file__).parent
 FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"

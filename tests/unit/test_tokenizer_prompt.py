@@ -14,8 +14,8 @@ import gguf
 import numpy as np
 import pytest
 
-from omnivoice.prompt import Prompt, build_prompt, combine_text
-from omnivoice.tokenizer import TextTokenizer
+from omnivoice.models.omnivoice.prompt import Prompt, build_prompt, combine_text
+from omnivoice.models.omnivoice.tokenizer import TextTokenizer
 
 # The tiny model's audio rows and mask id (its omnivoice.num_audio_codebook / audio_mask_id).
 NUM_CODEBOOKS = 8

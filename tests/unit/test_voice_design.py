@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from omnivoice.chunking import contains_chinese
-from omnivoice.voice_design import VALID_ITEMS_EN, VALID_ITEMS_ZH, resolve_instruct
+from omnivoice.models.omnivoice.voice_design import VALID_ITEMS_EN, VALID_ITEMS_ZH, resolve_instruct
 
 FIXTURES = Path(__file__).parents[1] / "data" / "fixtures"
 CASES = json.loads((FIXTURES / "text_instruct.json").read_text(encoding="utf-8"))["cases"]

@@ -10,7 +10,7 @@
 
 #include "bindings/arrays.h"
 #include "bindings/registry.h"
-#include "models/codec/codec.h"
+#include "models/omnivoice/codec/codec.h"
 
 namespace py = pybind11;
 using namespace pybind11::literals;
