@@ -76,13 +76,18 @@ class _Synthesizer:
 
 def init(address: Optional[str] = None, **kwargs: Any) -> None:
     """Starts a local Ray (``address=None``) or joins a cluster (``"auto"`` or ``"ray://host:10001"``
-    / ``"host:6379"``), quietly: no dashboard, warnings only. ``kwargs`` go to ``ray.init``."""
+    / ``"host:6379"``), quietly: no dashboard, warnings only, no lines from the workers. ``kwargs``
+    go to ``ray.init``."""
     import ray
     import ray.data
 
     if not ray.is_initialized():
         kwargs.setdefault("include_dashboard", False)
         kwargs.setdefault("logging_level", logging.WARNING)
+        # The actors' own stdout and stderr (Ray's deprecation notices, worker start-up lines) stay
+        # in Ray's session logs: nothing there a user can act on; a request's error goes to the
+        # manifest.
+        kwargs.setdefault("log_to_driver", False)
         # A local Ray announces at WARNING that it enabled token authentication (its default);
         # that one line goes, the module's other warnings (auth disabled, no token) stay.
         auth = logging.getLogger("ray._private.authentication.authentication_token_setup")

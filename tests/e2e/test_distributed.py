@@ -150,6 +150,21 @@ def test_plain_and_ray_batch_treat_a_bad_line_alike_and_ray_resumes(
     assert not list(on_ray.glob(".*.partial"))
 
 
+def test_ray_job_prints_only_its_own_lines(local_ray: None, jobs: tuple[Path, Path, list[dict]],
+                                           tiny_model_dir: Path, tmp_path: Path) -> None:
+    # A driver of its own (the CLI in a subprocess, joining this module's Ray): no Ray deprecation
+    # notices or worker lines on its stderr, only the job's summary.
+    tts = Path(sys.executable).with_name("omnivoice-tts")
+    with _deadline(JOB_TIMEOUT_S):
+        done = subprocess.run(
+            [str(tts), "--batch", str(jobs[1]), "-o", str(tmp_path / "out"), "--model", str(tiny_model_dir),
+             "--ray", ray.get_runtime_context().gcs_address, *[f for f in FAST if f != "-q"]],
+            capture_output=True, text=True, cwd=tmp_path, timeout=JOB_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("11 written, 0 skipped, 0 failed; "), done.stderr
+
+
 def test_more_cpus_than_the_cluster_is_refused_at_once(local_ray: None, jobs: tuple[Path, Path, list[dict]],
                                                        tiny_model_dir: Path, tmp_path: Path) -> None:
     from omnivoice.distributed import run_batch
