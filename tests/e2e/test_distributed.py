@@ -161,7 +161,10 @@ def test_ray_job_prints_only_its_own_lines(local_ray: None, jobs: tuple[Path, Pa
              "--ray", ray.get_runtime_context().gcs_address, *[f for f in FAST if f != "-q"]],
             capture_output=True, text=True, cwd=tmp_path, timeout=JOB_TIMEOUT_S)
     assert done.returncode == 0, done.stderr
-    lines = done.stderr.splitlines()
+    # Ray's C++ core in the driver still logs one line per actor pool (that an actor restart may
+    # fail: its constructor arguments live in the object store); it goes only with actor restarts,
+    # which Ray Data lets us turn off only through a deprecated argument. Everything else is ours.
+    lines = [ln for ln in done.stderr.splitlines() if "core_worker.cc" not in ln]
     assert len(lines) == 1 and lines[0].startswith("11 written, 0 skipped, 0 failed; "), done.stderr
 
 
