@@ -91,10 +91,9 @@ def run_command(prog: str, run: Callable[[], None]) -> int:
             run()
         except KeyboardInterrupt:
             return EXIT_INTERRUPTED
-        except (ValueError, TypeError, OSError) as e:
-            print(f"{prog}: error: {one_line(str(e))}", file=sys.stderr)
-            return EXIT_ERROR
-        except Exception as e:  # noqa: BLE001 - a bug or a library's own error: still one line
-            print(f"{prog}: error: {type(e).__name__}: {one_line(str(e))}", file=sys.stderr)
+        except Exception as e:  # noqa: BLE001 - bad input, a bug or a library's own error: one line
+            # The message alone: a class name tells a user nothing they can act on.
+            message = one_line(str(e)) or "an internal error without a message (please report it)"
+            print(f"{prog}: error: {message}", file=sys.stderr)
             return EXIT_ERROR
     return 0

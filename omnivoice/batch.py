@@ -6,6 +6,10 @@ One request per non-blank line, a JSON object: ``text`` (required), ``output`` (
 to the output directory; default ``NNNN.wav`` from the request's 1-based number) and any of
 ``lang`` (or ``language``), ``instruct``, ``duration``, ``speed``, ``ref_wav``, ``ref_text``,
 ``voice`` (a saved voice prompt ``.npz``), ``seed``.
+
+A job is checked whole before anything runs (:func:`check_job`): every bad line is reported at
+once, with its line number and the reason, and the job is refused unless the caller asks to run
+the good lines anyway (``--skip-bad-lines``); the plain and the Ray job do the same.
 """
 
 from __future__ import annotations
@@ -57,11 +61,13 @@ class BatchRequest:
 
 @dataclass(frozen=True)
 class RequestError:
-    """A request that could not be parsed or validated; it fails alone in the Ray job."""
+    """A request that could not be parsed or validated. ``line``: its line in the file (blank
+    lines counted), or its 1-based position among request objects."""
 
     id: int
     output: Optional[str]
     message: str
+    line: int = 0
 
 
 def _check(key: str, value: Any) -> None:
@@ -89,7 +95,8 @@ def parse_request(obj: Any, id: int, output_dir: Union[str, os.PathLike],
         defaults: Values for keys the line does not give (the command line's flags).
 
     Raises:
-        ValueError: Not an object, an unknown key, a value of the wrong type, or no text.
+        ValueError: Not an object, an unknown key, a value of the wrong type, no text, a reference
+            or voice file that does not exist, or ``ref_wav`` and ``ref_text`` not given together.
     """
     if not isinstance(obj, dict):
         raise ValueError(f"a request must be a JSON object, got {type(obj).__name__}")
@@ -107,6 +114,12 @@ def parse_request(obj: Any, id: int, output_dir: Union[str, os.PathLike],
     for key in _PATH_FIELDS:
         if req.get(key):  # absolute: actors may run in another working directory
             req[key] = os.path.abspath(os.path.expanduser(req[key]))
+            if not os.path.isfile(req[key]):
+                raise ValueError(f"'{key}' {req[key]} does not exist")
+    if req.get("ref_wav") and not req.get("voice") and not req.get("ref_text"):
+        raise ValueError("'ref_wav' needs 'ref_text' (its transcript): there is no ASR model here")
+    if req.get("ref_text") and not req.get("ref_wav") and not req.get("voice"):
+        raise ValueError("'ref_text' given without 'ref_wav'")
     output = Path(output_dir) / req.pop("output", f"{id:04d}.wav")
     return BatchRequest(id=id, output=os.path.abspath(output), **req)
 
@@ -118,8 +131,10 @@ def read_requests(path: Union[str, os.PathLike], output_dir: Union[str, os.PathL
     A line whose output another line already writes is an error too (parallel workers would race
     on the file).
     """
-    lines = [ln for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln.strip()]
-    return validate_requests((_decode(ln) for ln in lines), output_dir, defaults)
+    numbered = [(n, ln) for n, ln in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1)
+                if ln.strip()]
+    return validate_requests((_decode(ln) for _, ln in numbered), output_dir, defaults,
+                             lines=[n for n, _ in numbered])
 
 
 def _decode(line: str) -> Any:
@@ -130,26 +145,54 @@ def _decode(line: str) -> Any:
 
 
 def validate_requests(objs: Iterable[Any], output_dir: Union[str, os.PathLike],
-                      defaults: Optional[dict[str, Any]] = None) -> list[Union[BatchRequest, RequestError]]:
-    """:func:`parse_request` over decoded objects numbered from 1, outputs checked for clashes."""
+                      defaults: Optional[dict[str, Any]] = None,
+                      lines: Optional[list[int]] = None) -> list[Union[BatchRequest, RequestError]]:
+    """:func:`parse_request` over decoded objects numbered from 1, outputs checked for clashes.
+    ``lines``: each object's line in its file, for the errors (default: its number)."""
     out: list[Union[BatchRequest, RequestError]] = []
     writers: dict[str, int] = {}
     for n, obj in enumerate(objs, 1):
+        line = lines[n - 1] if lines else n
         if isinstance(obj, RequestError):
-            out.append(RequestError(n, None, obj.message))
+            out.append(RequestError(n, None, obj.message, line))
             continue
         try:
             req = parse_request(obj, n, output_dir, defaults)
         except ValueError as e:
-            out.append(RequestError(n, None, str(e)))
+            out.append(RequestError(n, None, str(e), line))
             continue
         if req.output in writers:
-            out.append(RequestError(n, req.output, f"output {req.output} is also written by request "
-                                                   f"{writers[req.output]}"))
+            out.append(RequestError(n, req.output, f"output {req.output} is also written by line "
+                                                   f"{writers[req.output]}", line))
             continue
-        writers[req.output] = n
+        writers[req.output] = line
         out.append(req)
     return out
+
+
+def check_job(parsed: list[Union[BatchRequest, RequestError]], source: str, skip_bad_lines: bool = False,
+              report: Optional[Any] = None) -> list[BatchRequest]:
+    """The good requests of a job, after every bad line was reported.
+
+    Args:
+        parsed: What :func:`read_requests` or :func:`validate_requests` returned.
+        source: The job's name in messages (its file name).
+        skip_bad_lines: Run the good requests when some lines are bad, instead of refusing.
+        report: Called with one line (``source:LINE: reason``) per bad line; default: none.
+
+    Raises:
+        ValueError: Some lines are bad and ``skip_bad_lines`` is false (nothing should run).
+    """
+    bad = [r for r in parsed if isinstance(r, RequestError)]
+    for err in bad:
+        if report is not None:
+            report(f"{source}:{err.line}: {err.message}")
+    good = [r for r in parsed if isinstance(r, BatchRequest)]
+    if bad and not skip_bad_lines:
+        lines = ", ".join(str(e.line) for e in bad[:10]) + (", ..." if len(bad) > 10 else "")
+        raise ValueError(f"{len(bad)} of {len(parsed)} lines of {source} are bad (line {lines}); nothing was "
+                         f"run: fix them, or skip them to run the other {len(good)} (--skip-bad-lines)")
+    return good
 
 
 class BatchRunner:
@@ -188,8 +231,6 @@ class BatchRunner:
         """The request's voice (from the cache when seen before), or ``None``."""
         key = req.voice_key
         if key is None:
-            if req.ref_text:
-                raise ValueError("'ref_text' given without 'ref_wav'")
             return None
         if key in self._voices:
             self._voices.move_to_end(key)

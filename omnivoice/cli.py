@@ -72,7 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_device_argument(p)
     p.add_argument("--batch", help="JSONL file, one request per line (keys: text, output, and any of lang, "
                                    "instruct, duration, speed, ref_wav, ref_text, voice, seed); -o names "
-                                   "the output directory for lines without 'output'")
+                                   "the output directory for lines without 'output'. Every line is "
+                                   "checked first; any bad line (all are listed) refuses the job")
+    p.add_argument("--skip-bad-lines", action="store_true",
+                   help="with --batch: list the bad lines, then run the good ones (default: run nothing)")
     p.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
                    help="run the --batch job on Ray (pip install omnivoice-ggml[ray]): no ADDRESS starts a "
                         "local Ray, 'auto' joins the running cluster. Existing outputs are skipped; "
@@ -278,17 +281,16 @@ def _dub(model: Any, args: argparse.Namespace, kwargs: dict[str, Any], progress:
 
 
 def _run_batch(args: argparse.Namespace, base: dict[str, Any], progress: _Progress) -> None:
-    from .batch import BatchRunner, RequestError, read_requests
+    from .batch import BatchRunner, check_job, read_requests
     from .registry import load
 
     if args.output == "-":
         raise ValueError("--batch writes files: give -o a directory, not -")
+    # The whole job is checked first, the same way with and without --ray.
+    requests = check_job(read_requests(args.batch, args.output, base), args.batch, args.skip_bad_lines,
+                         report=lambda line: print(f"omnivoice-tts: {line}", file=sys.stderr))
     if args.ray is not None:
         return _run_ray(args, base)
-    requests = read_requests(args.batch, args.output, base)
-    for req in requests:
-        if isinstance(req, RequestError):
-            raise ValueError(f"{args.batch}:{req.id}: {req.message}")
     model = load(args.model, n_threads=args.threads, device=args.device, **_load_kwargs(args))
     runner = BatchRunner(model, args.format, sample_rate=args.sample_rate, **_settings(args))
     for n, req in enumerate(requests, 1):
@@ -304,9 +306,11 @@ def _run_ray(args: argparse.Namespace, base: dict[str, Any]) -> None:
     distributed.init(args.ray or None)
     summary = distributed.run_batch(
         args.batch, args.output, args.model, codec=args.codec, actors=args.actors, threads_per_actor=args.threads,
-        fmt=args.format, sample_rate=args.sample_rate, defaults=base, progress=not args.quiet, **_settings(args))
+        fmt=args.format, sample_rate=args.sample_rate, defaults=base, progress=not args.quiet,
+        skip_bad_lines=args.skip_bad_lines, **_settings(args))
     if not args.quiet:
-        print(f"{summary.ok} written, {summary.skipped} skipped, {summary.failed} failed; "
+        bad = f", {summary.invalid} bad lines skipped" if summary.invalid else ""
+        print(f"{summary.ok} written, {summary.skipped} skipped, {summary.failed} failed{bad}; "
               f"{summary.audio_seconds:.1f} s of audio in {summary.wall_seconds:.1f} s; manifest: "
               f"{summary.manifest}", file=sys.stderr)
     if summary.failed:
@@ -326,8 +330,9 @@ def _run(args: argparse.Namespace) -> None:
     base.update(ref_wav=args.ref_wav, ref_text=args.ref_text, voice=args.voice)
     if args.batch:
         return _run_batch(args, base, progress)
-    if args.ray is not None:
-        raise ValueError("--ray runs a --batch job: give --batch FILE")
+    if args.ray is not None or args.skip_bad_lines:
+        flag = "--ray" if args.ray is not None else "--skip-bad-lines"
+        raise ValueError(f"{flag} applies to a --batch job: give --batch FILE")
     if not args.stream_by_line and args.output != "-":  # --stream-by-line writes into a directory
         check_output_path(args.output)
     model = load(args.model, n_threads=args.threads, device=args.device, **_load_kwargs(args))

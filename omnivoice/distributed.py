@@ -6,8 +6,10 @@ each holding one loaded model (one model's memory per actor). Every request beco
 the output directory, written by whichever actor took it, so the directory must be one that all
 Ray workers share (local for a single machine; a network file system on a cluster). A manifest
 (JSONL, one row per request) says what happened to each: ``ok`` with the audio duration and the
-seconds it took, ``skipped`` when its output already existed (a re-run resumes after a crash), or
-``failed`` with the error. A bad request fails alone; the job goes on.
+seconds it took, ``skipped`` when its output already existed (a re-run resumes after a crash),
+``failed`` with the error (the job goes on), or ``invalid`` for a bad line that was skipped. The
+job is checked whole first, as the plain ``--batch`` checks it (:func:`omnivoice.batch.check_job`):
+bad lines refuse the job unless ``skip_bad_lines``.
 
 Requests are ordered by voice before they are handed out, and each actor keeps the voice prompts
 it encoded, so requests sharing a reference encode it once per actor.
@@ -15,6 +17,7 @@ it encoded, so requests sharing a reference encode it once per actor.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -27,19 +30,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Union
 
-from .batch import BatchRequest, BatchRunner, RequestError, failed_row, read_requests, validate_requests
+from .batch import BatchRequest, BatchRunner, RequestError, check_job, read_requests, validate_requests
 
 MANIFEST_NAME = "manifest.jsonl"
+# Ctrl-C of run_serve: Serve's graceful shutdown gets SERVE_GRACE_S, then its actors are killed;
+# the process is gone SERVE_EXIT_S after the interrupt whatever happens (a loaded machine or a
+# stuck controller included).
+SERVE_GRACE_S = 30
+SERVE_EXIT_S = 60
+# A replica's in-flight requests get this long to finish when it stops (Serve's default: 20 s).
+REPLICA_GRACE_S = 5
 
 
 @dataclass(frozen=True)
 class BatchSummary:
-    """What a job did. ``audio_seconds`` counts the audio written in this run."""
+    """What a job did. ``audio_seconds`` counts the audio written in this run; ``invalid`` the bad
+    lines skipped (``skip_bad_lines``)."""
 
     total: int
     ok: int
     failed: int
     skipped: int
+    invalid: int
     audio_seconds: float
     wall_seconds: float
     manifest: Path
@@ -63,13 +75,18 @@ class _Synthesizer:
 
 def init(address: Optional[str] = None, **kwargs: Any) -> None:
     """Starts a local Ray (``address=None``) or joins a cluster (``"auto"`` or ``"ray://host:10001"``
-    / ``"host:6379"``), quietly: no dashboard, warnings only. ``kwargs`` go to ``ray.init``."""
+    / ``"host:6379"``), quietly: no dashboard, warnings only, no lines from the workers. ``kwargs``
+    go to ``ray.init``."""
     import ray
     import ray.data
 
     if not ray.is_initialized():
         kwargs.setdefault("include_dashboard", False)
         kwargs.setdefault("logging_level", logging.WARNING)
+        # The actors' own stdout and stderr (Ray's deprecation notices, worker start-up lines) stay
+        # in Ray's session logs: nothing there a user can act on; a request's error goes to the
+        # manifest.
+        kwargs.setdefault("log_to_driver", False)
         # A local Ray announces at WARNING that it enabled token authentication (its default);
         # that one line goes, the module's other warnings (auth disabled, no token) stay.
         auth = logging.getLogger("ray._private.authentication.authentication_token_setup")
@@ -149,6 +166,7 @@ def run_batch(
     batch_size: int = 1,
     actor_start_timeout: int = 600,
     progress: Union[bool, Callable[[int, int, float], None]] = False,
+    skip_bad_lines: bool = False,
     **generate_kwargs: Any,
 ) -> BatchSummary:
     """Runs a batch job on Ray: one audio file per request, and a JSONL manifest.
@@ -174,6 +192,8 @@ def run_batch(
             any request is handed out; past it the job fails.
         progress: ``True`` for a status line on stderr (when it is a terminal), or a callable
             ``progress(done, failed, audio_seconds)`` called as results come in.
+        skip_bad_lines: Run the good requests of a job that has bad lines (each gets an
+            ``invalid`` row); by default such a job is refused before Ray starts.
         **generate_kwargs: Settings for every request (``num_step``, ``guidance_scale``, ...).
 
     Returns:
@@ -181,7 +201,8 @@ def run_batch(
 
     Raises:
         ValueError: ``actors``, ``threads_per_actor``, ``batch_size`` or ``actor_start_timeout``
-            below 1, more CPUs than the cluster holds, or a bad ``fmt`` or setting.
+            below 1, more CPUs than the cluster holds, a bad ``fmt`` or setting, or bad lines
+            in the job (all of them named) without ``skip_bad_lines``.
         FileNotFoundError: The model or the requests file does not exist.
     """
     from .audio import _check_format, _check_rate
@@ -204,10 +225,11 @@ def run_batch(
         parsed = read_requests(requests, out_dir, defaults)
     else:
         parsed = validate_requests(requests, out_dir, defaults)
+    check_job(parsed, str(requests) if isinstance(requests, (str, os.PathLike)) else "the requests", skip_bad_lines)
 
     manifest_path = Path(manifest) if manifest else out_dir / MANIFEST_NAME
     todo: list[BatchRequest] = []
-    counts = {"ok": 0, "failed": 0, "skipped": 0}
+    counts = {"ok": 0, "failed": 0, "skipped": 0, "invalid": 0}
     audio_seconds = 0.0
     bar = _BarProgress(len(parsed)) if progress is True else progress or None
     with open(manifest_path, "w", encoding="utf-8") as mf:
@@ -220,11 +242,12 @@ def run_batch(
             mf.write(json.dumps(row) + "\n")
             mf.flush()  # the manifest so far survives a crash
             if bar:
-                bar(counts["ok"] + counts["skipped"], counts["failed"], audio_seconds)
+                bar(counts["ok"] + counts["skipped"], counts["failed"] + counts["invalid"], audio_seconds)
 
         for req in parsed:
             if isinstance(req, RequestError):
-                record(failed_row(req.id, req.output, f"ValueError: {req.message}"))
+                record({"id": req.id, "output": req.output, "status": "invalid", "line": req.line,
+                        "error": req.message})
             elif os.path.exists(req.output):
                 record({"id": req.id, "output": req.output, "status": "skipped"})
             else:
@@ -235,7 +258,7 @@ def run_batch(
                                    actor_start_timeout, generate_kwargs):
                 record(row)
     return BatchSummary(total=len(parsed), ok=counts["ok"], failed=counts["failed"], skipped=counts["skipped"],
-                        audio_seconds=audio_seconds, wall_seconds=time.monotonic() - start,
+                        invalid=counts["invalid"], audio_seconds=audio_seconds, wall_seconds=time.monotonic() - start,
                         manifest=manifest_path)
 
 
@@ -313,7 +336,8 @@ def serve_app(model: Union[str, os.PathLike], settings: Any = None, replicas: in
 
     ingress = serve.ingress(build)(_ServerReplica)
     deployment = serve.deployment(ingress, name="omnivoice", num_replicas=replicas,
-                                  ray_actor_options={"num_cpus": settings.threads})
+                                  ray_actor_options={"num_cpus": settings.threads},
+                                  graceful_shutdown_timeout_s=REPLICA_GRACE_S, graceful_shutdown_wait_loop_s=0.5)
     return deployment.bind()
 
 
@@ -333,7 +357,9 @@ def build_serve_app(args: dict[str, str]) -> Any:
 def run_serve(model: Union[str, os.PathLike], settings: Any = None, replicas: int = 1, threads: Optional[int] = None,
               host: str = "127.0.0.1", port: int = 8000, address: Optional[str] = None) -> None:
     """Deploys :func:`serve_app` with Serve's HTTP proxy on ``host:port`` and serves until
-    interrupted (``omnivoice-server --ray-serve``); then takes the deployment down.
+    interrupted (``omnivoice-server --ray-serve``); then takes the deployment down, within a bound:
+    Serve's graceful shutdown gets :data:`SERVE_GRACE_S` seconds, then Serve's actors are killed,
+    and the process exits at most :data:`SERVE_EXIT_S` seconds after the interrupt.
 
     Args:
         address: Ray cluster to join, as for :func:`init`; ``None`` starts a local Ray.
@@ -349,4 +375,30 @@ def run_serve(model: Union[str, os.PathLike], settings: Any = None, replicas: in
         while True:
             time.sleep(3600)
     finally:
-        serve.shutdown()
+        _bounded_serve_shutdown()
+
+
+def _bounded_serve_shutdown() -> None:
+    """``serve.shutdown()``, bounded: see :func:`run_serve`."""
+    import threading
+
+    import ray
+    from ray import serve
+
+    # The last resort: nothing below may keep the process past SERVE_EXIT_S (exit status 1).
+    watchdog = threading.Timer(SERVE_EXIT_S, lambda: os._exit(1))
+    watchdog.daemon = True
+    watchdog.start()
+    graceful = threading.Thread(target=serve.shutdown, name="serve-shutdown", daemon=True)
+    graceful.start()
+    try:
+        graceful.join(SERVE_GRACE_S)
+    except KeyboardInterrupt:  # a second Ctrl-C: no more waiting
+        pass
+    if graceful.is_alive():
+        print(f"omnivoice-server: Ray Serve did not shut down within {SERVE_GRACE_S} s; killing its actors",
+              file=sys.stderr)
+        for actor in ray.util.list_named_actors(all_namespaces=True):
+            if actor["namespace"] == "serve":
+                with contextlib.suppress(Exception):  # gone meanwhile
+                    ray.kill(ray.get_actor(actor["name"], namespace="serve"), no_restart=True)

@@ -29,5 +29,14 @@ else
 fi
 # [server]: omnivoice-server; [ray]: Ray Data and Serve for omnivoice.distributed (+635 MB, 0.5-2 min)
 $PIP install -q ".[server,test,ray]"
+# Debian's chromium for the test suite's web-page test (tests/e2e/test_server.py): installed here so
+# that the README's test command sets up everything the tests need.
+if ! command -v chromium >/dev/null; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "install.sh: chromium is missing (the web-page test needs it): sudo apt-get install chromium" >&2
+  fi
+fi
 # -I: do not import the source tree in the current directory instead of the installed package
 .venv/bin/python -I -c "import omnivoice; print('omnivoice', omnivoice.__version__, 'on', omnivoice.Backend().name)"

@@ -31,8 +31,8 @@ from .encoders import StreamEncoder, decode_audio
 from .errors import APIError, error_response, install_error_handlers
 from .metrics import CONTENT_TYPE_LATEST, Metrics
 from .settings import ServerSettings
-from .voices import AUTO, OPENAI_PRESETS, PRESET_TEXT, VoiceStore, check_name, design_prompt
-from .worker import Engine, Job, QueueFull, warm_up
+from .voices import AUTO, OPENAI_PRESETS, PRESET_TEXT, DesignFailed, VoiceStore, check_name, design_prompt
+from .worker import EMPTY_AUDIO, Engine, Job, QueueFull, warm_up
 
 logger = logging.getLogger(__name__)
 
@@ -283,6 +283,8 @@ class _SpeechService:
             return Response(status_code=499)
         if first[0] == "error":
             raise _generation_error(first[1])
+        if first[0] == "done":  # not one sample: the server's outcome, not the request's fault
+            raise APIError(500, EMPTY_AUDIO, None, "empty_audio")
         encoder = StreamEncoder(body.response_format, self.engine.model.sampling_rate)
         headers = {"X-Audio-Sample-Rate": str(self.engine.model.sampling_rate)}
         stream = self._stream(job, first, encoder, request, deadline, body)
@@ -481,6 +483,8 @@ async def _create_voice(request: Request, engine: Engine, store: VoiceStore, set
         prompt = await engine.run(make)
     except QueueFull:
         raise _queue_full(engine) from None
+    except DesignFailed as e:
+        raise _generation_error(e) from None
     except ValueError as e:
         raise APIError(400, str(e), "file" if kind == "clone" else "instructions", "invalid_value") from None
     try:

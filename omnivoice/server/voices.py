@@ -230,10 +230,24 @@ class VoiceStore:
         return None, make
 
 
+class DesignFailed(RuntimeError):
+    """The model's own audio for a designed voice cannot be kept as a prompt: the server's outcome,
+    not the request's fault (a 500, not a 400)."""
+
+
 def design_prompt(model: SpeechModel, instruct: str, seed: Optional[int]) -> Voice:
-    """Speaks :data:`PRESET_TEXT` in a designed voice and keeps it as a clone prompt."""
+    """Speaks :data:`PRESET_TEXT` in a designed voice and keeps it as a clone prompt.
+
+    Raises:
+        DesignFailed: The generated audio is empty or silent after post-processing (silence
+            removal can remove all of it), so there is no voice to keep.
+    """
     audio = model.generate(PRESET_TEXT, instruct=instruct, language=PRESET_LANGUAGE, seed=seed)[0]
-    return model.create_voice((audio, model.sampling_rate), PRESET_TEXT)
+    try:
+        return model.create_voice((audio, model.sampling_rate), PRESET_TEXT)
+    except ValueError as e:
+        raise DesignFailed(f"the model's speech for the voice design {instruct!r} came out unusable as a voice "
+                           f"({e}); another seed or design may work") from None
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

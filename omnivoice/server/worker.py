@@ -13,8 +13,8 @@ random stream of a batch depends on its other members.
 Cancellation (client gone, timeout) is an event per job; the library checks it before every
 MaskGIT step (``cancel=``) and raises ``omnivoice.Cancelled``; a batch stops when all its jobs
 are cancelled. Results go back to the event loop through an
-``asyncio.Queue`` per job: ``("audio", float32 array)`` ..., then ``("done", None)``, or
-``("error", exception)``.
+``asyncio.Queue`` per job: ``("audio", float32 array)`` ... (never empty), then ``("done", None)``, or
+``("error", exception)``. A generation whose audio came out empty sends ``("done", None)`` alone.
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ logger = logging.getLogger(__name__)
 
 # How often a waiting TextFeed checks for cancellation (seconds).
 _FEED_POLL = 0.1
+# What a client is told when a generation's audio came out empty (HTTP 500, Wyoming's error event).
+EMPTY_AUDIO = ("the generation came out empty: post-processing removed all of the model's audio as silence; "
+               "another seed or voice may work")
 # Keyword arguments of generate that a batch takes as one list per item.
 _PER_ITEM = ("language", "instruct", "voice", "speed", "duration")
 
@@ -136,6 +139,7 @@ class Engine:
         self.ready = threading.Event()
         self.load_error: Optional[BaseException] = None
         self._pending: deque[Union[Job, _Task]] = deque()
+        self._running: list[Job] = []  # the jobs of the generation in progress
         self._cv = threading.Condition()
         self._stopping = False
         self._busy_seconds = 1.0  # running mean of a generation's time, for Retry-After
@@ -145,9 +149,11 @@ class Engine:
         self._thread.start()
 
     def stop(self) -> None:
+        """Cancels every job, waiting or running (a generation stops before its next MaskGIT step),
+        and waits at most 30 s for the engine thread."""
         with self._cv:
             self._stopping = True
-            for item in self._pending:
+            for item in [*self._pending, *self._running]:
                 if isinstance(item, Job):
                     item.cancel.set()
             self._cv.notify_all()
@@ -251,6 +257,18 @@ class Engine:
             jobs.append(job)
         if not jobs:
             return
+        with self._cv:
+            self._running = jobs
+            if self._stopping:  # stop() came while this batch was being prepared
+                for job in jobs:
+                    job.cancel.set()
+        try:
+            self._generate_jobs(jobs)
+        finally:
+            with self._cv:
+                self._running = []
+
+    def _generate_jobs(self, jobs: list[Job]) -> None:
         if self._on_batch is not None:
             self._on_batch(len(jobs))
 
@@ -272,7 +290,8 @@ class Engine:
                     del per_item["voice"]
                 audios = model.generate([j.text for j in jobs], cancel=cancelled, **shared, **per_item)
                 for job, audio in zip(jobs, audios):
-                    job.send("audio", audio)
+                    if audio.size:  # no audio at all: "done" alone says so
+                        job.send("audio", audio)
         except Exception as e:
             for job in jobs:
                 job.send("error", e)

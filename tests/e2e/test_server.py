@@ -444,7 +444,7 @@ def test_wyoming_describe_synthesize_and_streaming(server: Server) -> None:
 @pytest.mark.slow
 def test_web_page_speaks_in_headless_chromium(server: Server, tmp_path: Path) -> None:
     chromium = shutil.which("chromium")
-    assert chromium, "Debian's chromium is needed (apt-get install chromium; .ci/run installs it)"
+    assert chromium, "Debian's chromium is needed (scripts/install.sh installs it when run as root with apt; else apt-get install chromium)"
     url = f"{server.url}/?text=Hello%20from%20the%20browser.&speak=1#key={KEY}"
     out = subprocess.run(
         [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",

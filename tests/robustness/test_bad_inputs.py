@@ -76,9 +76,40 @@ def test_voice_files_are_validated_at_load(tmp_path: Path, change: dict, match: 
         VoiceClonePrompt.load(path)
 
 
-def test_silent_reference_warns(model: OmniVoice) -> None:
-    with pytest.warns(UserWarning, match="silent"):
-        model.create_voice_clone_prompt((np.zeros(24000, np.float32), 24000), "Hello.", preprocess_prompt=False)
+@pytest.mark.parametrize("preprocess", [True, False])
+def test_silent_reference_is_refused_with_or_without_preprocessing(model: OmniVoice, preprocess: bool) -> None:
+    with pytest.raises(ValueError, match=r"ref_audio is silent \(every sample is 0\)"):
+        model.create_voice_clone_prompt((np.zeros(24000, np.float32), 24000), "Hello.", preprocess_prompt=preprocess)
+    with pytest.raises(ValueError, match="ref_audio is silent"):
+        model.generate("Hi.", ref_audio=(np.zeros(24000, np.int16), 16000), ref_text="Hello.",
+                       preprocess_prompt=preprocess, **FAST)
+
+
+def test_a_silent_prompt_in_memory_is_refused(model: OmniVoice) -> None:
+    # VoiceClonePrompt.load refuses ref_rms 0 (above); one built in memory is refused at generation.
+    prompt = VoiceClonePrompt(np.zeros((8, 10), np.int32), "Hello.", 0.0)
+    with pytest.raises(ValueError, match="voice_clone_prompt.ref_rms is 0.0: a silent"):
+        model.generate("Hi.", voice_clone_prompt=prompt, **FAST)
+
+
+def test_cli_refuses_a_silent_reference(tiny_model_dir: Path, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import soundfile as sf
+
+    ref = tmp_path / "silent.wav"
+    sf.write(ref, np.zeros(24000, np.float32), 24000)
+    args = ["Hi.", "-o", str(tmp_path / "x.wav"), "--model", str(tiny_model_dir), "--ref-wav", str(ref),
+            "--ref-text", "Hello.", "--no-preprocess", "--steps", "1", "-q"]
+    assert tts_cli(args) == 1
+    assert _one_line(capsys) == ("omnivoice-tts: error: ref_audio is silent (every sample is 0): give a recording "
+                                 "of the voice to clone")
+    assert not (tmp_path / "x.wav").exists()
+
+
+def test_generate_stream_names_a_text_that_is_not_text(model: OmniVoice) -> None:
+    for text in (None, 42, b"bytes"):
+        with pytest.raises(TypeError, match="text must be a str or an iterable of str fragments, got"):
+            next(model.generate_stream(text, **FAST))
 
 
 def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
@@ -110,7 +141,9 @@ def test_cli_batch_lines_name_line_and_key(tiny_model_dir: Path, tmp_path: Path,
     jobs.write_text(line + "\n")
     args = ["--batch", str(jobs), "-o", str(tmp_path / "out"), "--model", str(tiny_model_dir), "--steps", "1", "-q"]
     assert tts_cli(args) == 1
-    assert message in _one_line(capsys)
+    # one line per bad line, then the one error line
+    report, error = capsys.readouterr().err.strip().splitlines()
+    assert message in report and "1 of 1 lines" in error and "nothing was run" in error
 
 
 @pytest.mark.parametrize(("output", "message"), [("missing-dir/x.wav", "does not exist"), (".", "is a directory")])
@@ -162,3 +195,28 @@ def test_converter_checks_inputs_and_writes_nothing_on_failure(tmp_path: Path) -
     with pytest.raises(FileNotFoundError, match="audio_tokenizer"):
         convert_model(snapshot, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_too_long_reference_says_so_and_how_long_it_may_be(model: OmniVoice, tmp_path: Path) -> None:
+    # A voice file with more frames of codes than the LM has positions (40960, 27 min): the
+    # reference, not the speech asked for, is what does not fit.
+    frames = model.lm.context_length + 100
+    path = tmp_path / "long.npz"
+    VoiceClonePrompt(np.zeros((8, frames), np.int32), "A very long reference recording.", 0.1).save(path)
+    seconds = frames / model.frame_rate
+    with pytest.raises(ValueError, match=rf"the reference is too long: {seconds:.0f} s \({frames} frames\), .* "
+                                         r"for this text the reference may be at most about \d+ s \(3-10 s"):
+        model.generate("Hi.", voice_clone_prompt=VoiceClonePrompt.load(path), num_step=1)
+
+
+@pytest.mark.parametrize("error", [RuntimeError("1 of 6 requests failed: see out/manifest.jsonl"),
+                                   KeyError("no such thing"), RuntimeError()])
+def test_cli_error_lines_carry_no_exception_class_names(error: Exception, capsys: pytest.CaptureFixture[str]) -> None:
+    from omnivoice._cli import run_command
+
+    def fail() -> None:
+        raise error
+
+    assert run_command("omnivoice-tts", fail) == 1
+    line = _one_line(capsys)
+    assert line.startswith("omnivoice-tts: error: ") and type(error).__name__ not in line, line

@@ -21,6 +21,7 @@ def test_local_ray_starts_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def fake_init(address: object = None, **kwargs: object) -> None:
         assert kwargs["include_dashboard"] is False and kwargs["logging_level"] == logging.WARNING
+        assert kwargs["log_to_driver"] is False  # the workers' lines stay in Ray's logs
         auth.warning("Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled to opt out.")
         auth.warning("Token authentication is disabled for this Ray cluster. Anyone with network access ...")
 

@@ -10,7 +10,6 @@ import itertools
 import math
 import os
 import threading
-import warnings
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Hashable, Iterable, Iterator, Optional, Union
 
@@ -327,6 +326,8 @@ class OmniVoice:
         check = as_cancel_check(cancel)
         if split not in ("sentence", "chunk"):
             raise ValueError(f"split must be 'sentence' or 'chunk', got {split!r}")
+        if not isinstance(text, str) and (not isinstance(text, Iterable) or isinstance(text, (bytes, bytearray))):
+            raise TypeError(f"text must be a str or an iterable of str fragments, got {type(text).__name__}")
         voice = (language, ref_text, ref_audio, voice_clone_prompt, instruct)
         clone = self.create_voice_clone_prompt
         count: Optional[int] = None
@@ -414,11 +415,11 @@ class OmniVoice:
                              "reference audio (no ASR model is bundled)")
         check_text(ref_text, "ref_text")
         wav = self._load_reference(ref_audio)
+        if not np.any(wav):  # with or without preprocessing: nothing to clone, only silence to copy
+            raise ValueError("ref_audio is silent (every sample is 0): give a recording of the voice to clone")
         wav, ref_rms = preprocess_reference(wav, self.sampling_rate, ref_text_given=True,
                                             preprocess=preprocess_prompt)
         wav = truncate_to_hop(wav, self.audio_tokenizer.hop_length)
-        if ref_rms == 0:
-            warnings.warn("ref_audio is silent: audio cloned from it will be silent too", stacklevel=2)
         tokens = self.audio_tokenizer.encode(wav, self.sampling_rate)
         if preprocess_prompt:
             ref_text = add_punctuation(ref_text)

@@ -79,6 +79,9 @@ class Pipeline:
                 hint = path_hint(p)
                 raise TypeError("voice_clone_prompt must be a VoiceClonePrompt" +
                                 (f"; load the file first: {hint}" if hint else f", got {type(p).__name__}"))
+            if p is not None and not p.ref_rms > 0:  # as VoiceClonePrompt.load refuses it
+                raise ValueError(f"voice_clone_prompt.ref_rms is {p.ref_rms!r}: a silent (or invalid) reference "
+                                 "has no voice to clone; make the prompt from a recording of the voice")
         n = len(texts)
         langs = [resolve_language(x) for x in per_item(language, n, "language")]
         instructs = [None if s is None else resolve_instruct(s, use_zh=contains_chinese(t))
@@ -129,6 +132,14 @@ class Pipeline:
         for text, frames in chunks:
             # Text tokens plus the prompt's markers (language, instruct, text start/end): < 64.
             positions = frames + ref_len + len(self.text_tokenizer.encode(text)) + 64
+            if positions > self.lm.context_length and ref_len >= frames:
+                # The reference takes more of the positions than the speech: it is what to shorten.
+                room = (self.lm.context_length - positions + ref_len) / self.frame_rate
+                raise ValueError(
+                    f"the reference is too long: {ref_len / self.frame_rate:.0f} s ({ref_len} frames), and the "
+                    f"model holds {self.lm.context_length} positions for the reference, the text and the speech "
+                    f"together: for this text the reference may be at most about {max(room, 0):.0f} s "
+                    "(3-10 s clones best)")
             if positions > self.lm.context_length:
                 limit = (self.lm.context_length - positions + frames) / self.frame_rate
                 what = (f"duration={duration!r} s" if duration is not None else f"speed={item.speed!r}")
