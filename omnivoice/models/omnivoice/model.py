@@ -10,6 +10,7 @@ import itertools
 import math
 import os
 import threading
+import warnings
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Hashable, Iterable, Iterator, Optional, Union
 
