@@ -10,15 +10,17 @@
 namespace {
 
 struct ConvArgs {
-    const float * x;       // [IC, T_in], row stride x_stride floats
+    const float * x;       // [IC, T_in], row stride x_stride floats; with groups, the first channel of the
+                           // group being computed
     int64_t x_stride;
     int64_t t_in;
     const float * w;       // [OC, K*IC]
     const float * bias;    // [OC] or null
     const float * res;     // [OC, T_out] or null, row stride OC
     float * out;           // [OC, T_out]
-    const float * zeros;   // IC zeros, the input outside [0, T_in)
-    int64_t ic, oc, kernel, stride, padding, dilation;
+    const float * zeros;   // ic zeros, the input outside [0, T_in)
+    int64_t ic;            // input channels per group (all of them without groups)
+    int64_t oc, kernel, stride, padding, dilation;
 };
 
 // Outputs t0 .. t0+RT-1, channels oc0 .. oc0 + NV*L - 1, over the reduction rows [q0, q1) of
@@ -99,38 +101,58 @@ __attribute__((always_inline)) inline void conv_steps(const ConvArgs & a, int64_
     }
 }
 
-// Channel blocks of NV_MAX (4 or 2), then 2 and 1 vectors, then the channels left (OC is a
-// multiple of OV_DIRECT_CONV_LANES, e.g. the LM's 8 x 1025 audio heads) in narrower vectors.
+// Channels [oc_begin, oc_end) in blocks of NV_MAX (4 or 2), then 2 and 1 vectors, then the
+// channels left (a multiple of OV_DIRECT_CONV_LANES, e.g. the LM's 8 x 1025 audio heads) in
+// narrower vectors.
 template <int L, int REGS, int NV_MAX>
-__attribute__((always_inline)) inline void conv_range(const ConvArgs & a, int64_t t_begin, int64_t t_end) {
-    int64_t oc0 = 0;
-    for (; NV_MAX == 4 && oc0 + 4 * L <= a.oc; oc0 += 4 * L) conv_steps<L, REGS, 4>(a, t_begin, t_end, oc0);
-    for (; oc0 + 2 * L <= a.oc; oc0 += 2 * L) conv_steps<L, REGS, 2>(a, t_begin, t_end, oc0);
-    for (; oc0 + L <= a.oc; oc0 += L) conv_steps<L, REGS, 1>(a, t_begin, t_end, oc0);
+__attribute__((always_inline)) inline void conv_channels(const ConvArgs & a, int64_t t_begin, int64_t t_end,
+                                                         int64_t oc_begin, int64_t oc_end) {
+    int64_t oc0 = oc_begin;
+    for (; NV_MAX == 4 && oc0 + 4 * L <= oc_end; oc0 += 4 * L) conv_steps<L, REGS, 4>(a, t_begin, t_end, oc0);
+    for (; oc0 + 2 * L <= oc_end; oc0 += 2 * L) conv_steps<L, REGS, 2>(a, t_begin, t_end, oc0);
+    for (; oc0 + L <= oc_end; oc0 += L) conv_steps<L, REGS, 1>(a, t_begin, t_end, oc0);
     if constexpr (L > 8) {
-        for (; oc0 + 8 <= a.oc; oc0 += 8) conv_steps<8, REGS, 1>(a, t_begin, t_end, oc0);
+        for (; oc0 + 8 <= oc_end; oc0 += 8) conv_steps<8, REGS, 1>(a, t_begin, t_end, oc0);
     }
     constexpr int L_MIN = OV_DIRECT_CONV_LANES;
     if constexpr (L > L_MIN) {
-        for (; oc0 < a.oc; oc0 += L_MIN) conv_steps<L_MIN, REGS, 1>(a, t_begin, t_end, oc0);
+        for (; oc0 < oc_end; oc0 += L_MIN) conv_steps<L_MIN, REGS, 1>(a, t_begin, t_end, oc0);
+    }
+}
+
+// Each group's output channels read only its own input channels, so a group is a conv of its own
+// (a block of the weight's columns over x shifted to the group's first channel) and no vector
+// straddles two groups.
+template <int L, int REGS, int NV_MAX>
+__attribute__((always_inline)) inline void conv_range(const ConvArgs & a, int64_t t_begin, int64_t t_end,
+                                                      int64_t groups) {
+    const int64_t oc_group = a.oc / groups;
+    for (int64_t g = 0; g < groups; ++g) {
+        ConvArgs ag = a;
+        ag.x = a.x + g * a.ic;
+        conv_channels<L, REGS, NV_MAX>(ag, t_begin, t_end, g * oc_group, (g + 1) * oc_group);
     }
 }
 
 // One build per instruction set, with its vector width and register count (32 zmm, 16 ymm, 16
 // xmm; with 16, blocks of 4 vectors would leave tiles of 2 steps), picked by ov_isa().
-using ConvRangeFn = void (*)(const ConvArgs &, int64_t, int64_t);
+using ConvRangeFn = void (*)(const ConvArgs &, int64_t, int64_t, int64_t);
 
 #if OV_X86
-__attribute__((target("arch=x86-64-v4"))) void conv_range_avx512(const ConvArgs & a, int64_t t0, int64_t t1) {
-    conv_range<16, 32, 4>(a, t0, t1);
+__attribute__((target("arch=x86-64-v4"))) void conv_range_avx512(const ConvArgs & a, int64_t t0, int64_t t1,
+                                                                  int64_t groups) {
+    conv_range<16, 32, 4>(a, t0, t1, groups);
 }
 
-__attribute__((target("arch=x86-64-v3"))) void conv_range_avx2(const ConvArgs & a, int64_t t0, int64_t t1) {
-    conv_range<8, 16, 2>(a, t0, t1);
+__attribute__((target("arch=x86-64-v3"))) void conv_range_avx2(const ConvArgs & a, int64_t t0, int64_t t1,
+                                                                int64_t groups) {
+    conv_range<8, 16, 2>(a, t0, t1, groups);
 }
 #endif
 
-void conv_range_base(const ConvArgs & a, int64_t t0, int64_t t1) { conv_range<4, 16, 2>(a, t0, t1); }
+void conv_range_base(const ConvArgs & a, int64_t t0, int64_t t1, int64_t groups) {
+    conv_range<4, 16, 2>(a, t0, t1, groups);
+}
 
 ConvRangeFn pick_conv_range() {
 #if OV_X86
@@ -144,7 +166,8 @@ ConvRangeFn pick_conv_range() {
 }
 
 // dst->src = {x, weight, bias or absent, residual or absent}; userdata: (K, stride, padding,
-// dilation). Thread ith of nth takes a contiguous range of output steps.
+// dilation); the groups are IC / (the weight's rows / K). Thread ith of nth takes a contiguous
+// range of output steps.
 void conv_compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
     const ggml_tensor * x = dst->src[0];
     const ggml_tensor * w = dst->src[1];
@@ -156,9 +179,9 @@ void conv_compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
     a.bias = dst->src[2] ? (const float *) dst->src[2]->data : nullptr;
     a.res = dst->src[3] ? (const float *) dst->src[3]->data : nullptr;
     a.out = (float *) dst->data;
-    a.ic = x->ne[0];
     a.oc = dst->ne[0];
     a.kernel = ov_param(userdata, 0);
+    a.ic = w->ne[1] / a.kernel;
     a.stride = ov_param(userdata, 1);
     a.padding = ov_param(userdata, 2);
     a.dilation = ov_param(userdata, 3);
@@ -168,17 +191,19 @@ void conv_compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
 
     int64_t t0, t1;
     ov_thread_range(dst->ne[1], ith, nth, &t0, &t1);
-    if (t0 < t1) pick_conv_range()(a, t0, t1);
+    if (t0 < t1) pick_conv_range()(a, t0, t1, x->ne[0] / a.ic);
 }
 
 }  // namespace
 
 ggml_tensor * ov_conv_1d_direct(ggml_context * ctx, ggml_tensor * x, ggml_tensor * weight, ggml_tensor * bias,
-                                ggml_tensor * residual, int kernel, int stride, int padding, int dilation) {
+                                ggml_tensor * residual, int kernel, int stride, int padding, int dilation,
+                                int groups) {
     const int64_t ic = x->ne[0], oc = weight->ne[0];
     GGML_ASSERT(x->type == GGML_TYPE_F32 && x->nb[0] == sizeof(float) && ggml_n_dims(x) <= 2);
-    GGML_ASSERT(weight->type == GGML_TYPE_F32 && ggml_is_contiguous(weight) && weight->ne[1] == kernel * ic);
-    GGML_ASSERT(oc % OV_DIRECT_CONV_LANES == 0);
+    GGML_ASSERT(groups >= 1 && ic % groups == 0 && oc % groups == 0);
+    GGML_ASSERT(weight->type == GGML_TYPE_F32 && ggml_is_contiguous(weight) && weight->ne[1] == kernel * (ic / groups));
+    GGML_ASSERT((oc / groups) % OV_DIRECT_CONV_LANES == 0);
     GGML_ASSERT(!bias || (bias->type == GGML_TYPE_F32 && ggml_nelements(bias) == oc));
     const int64_t t_out = (x->ne[1] + 2 * padding - (int64_t) dilation * (kernel - 1) - 1) / stride + 1;
     GGML_ASSERT(t_out >= 1);

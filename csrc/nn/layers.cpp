@@ -1,9 +1,12 @@
 #include "nn/layers.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
+#include "activation.h"
 #include "direct_conv.h"
+#include "dwconv.h"
 #include "gelu_erf.h"
 #include "ggml-alloc.h"
 #include "linear.h"
@@ -103,6 +106,17 @@ ggml_tensor * DerivedWeights::concat(const std::vector<ggml_tensor *> & parts) {
     return dst;
 }
 
+ggml_tensor * DerivedWeights::computed(ggml_tensor * src, int64_t ne0, int64_t ne1,
+                                       std::function<void(const float *, float *)> fill) {
+    if (src->type != GGML_TYPE_F32) {
+        throw ModelFormatError(std::string("tensor ") + ggml_get_name(src) + " must be F32, got " +
+                               ggml_type_name(src->type));
+    }
+    ggml_tensor * dst = add(src, GGML_TYPE_F32, ne0, ne1, {});
+    jobs_.back().fill = std::move(fill);
+    return dst;
+}
+
 void DerivedWeights::materialize(const Backend & backend) {
     if (jobs_.empty()) return;
     buffer_ = ggml_backend_alloc_ctx_tensors(ctx_, backend.get());
@@ -124,7 +138,9 @@ void DerivedWeights::materialize(const Backend & backend) {
             out_copy.resize(ggml_nbytes(job.dst));
             out = out_copy.data();
         }
-        if (!job.parts.empty()) {
+        if (job.fill) {
+            job.fill((const float *) in, (float *) out);
+        } else if (!job.parts.empty()) {
             size_t offset = 0;
             for (ggml_tensor * t : job.parts) {
                 backend.download(t, out + offset, ggml_nbytes(t));
@@ -263,6 +279,129 @@ ggml_tensor * LayerNorm::forward(ggml_context * ctx, ggml_tensor * x, const Grap
     if (x_bias) x = ggml_add(ctx, x, x_bias);
     if (residual) x = ggml_add(ctx, x, residual);
     return ggml_add(ctx, ggml_mul(ctx, ggml_norm(ctx, x, eps), weight), bias);
+}
+
+void GroupedConv1d::load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_ch_,
+                         int64_t out_ch_, int groups_, int kernel_, int pad_left_, int pad_right_, int dilation_,
+                         bool has_bias) {
+    if (groups_ < 1 || in_ch_ % groups_ != 0 || out_ch_ % groups_ != 0) {
+        throw ModelFormatError(prefix + ": " + std::to_string(groups_) + " groups do not divide " +
+                               std::to_string(in_ch_) + " -> " + std::to_string(out_ch_) + " channels");
+    }
+    ggml_tensor * w = file.tensor(join_name(prefix, "weight"), {kernel_, in_ch_ / groups_, out_ch_},
+                                  {GGML_TYPE_F32, GGML_TYPE_F16});
+    const bool f32 = !derived.stock_ops() && w->type == GGML_TYPE_F32;
+    kind = f32 && groups_ == in_ch_ && groups_ == out_ch_                  ? Kind::depthwise
+           : f32 && (out_ch_ / groups_) % OV_DIRECT_CONV_LANES == 0 ? Kind::direct
+                                                                           : Kind::im2col;
+    // Both of our ops take [OC, K*IC/groups]; for depthwise that is [C, K].
+    weight = kind == Kind::im2col ? w : derived.conv_weight(w, true);
+    bias = has_bias ? file.tensor(join_name(prefix, "bias"), {out_ch_}, {GGML_TYPE_F32}) : nullptr;
+    in_ch = in_ch_;
+    out_ch = out_ch_;
+    groups = groups_;
+    kernel = kernel_;
+    pad_left = pad_left_;
+    pad_right = pad_right_;
+    dilation = dilation_;
+}
+
+ggml_tensor * GroupedConv1d::forward(ggml_context * ctx, ggml_tensor * x) const {
+    const int64_t t_out = x->ne[1] + pad_left + pad_right - (int64_t) dilation * (kernel - 1);
+    if (kind == Kind::depthwise) return ov_conv_1d_dw(ctx, x, weight, bias, pad_left, pad_right, dilation);
+    if (kind == Kind::direct) {
+        // The op pads both ends by the larger side; the steps the other side adds are cropped.
+        const int pad = std::max(pad_left, pad_right);
+        ggml_tensor * y = ov_conv_1d_direct(ctx, x, weight, bias, nullptr, kernel, 1, pad, dilation, groups);
+        return pad_left == pad_right ? y : ggml_view_2d(ctx, y, out_ch, t_out, y->nb[1], (pad - pad_left) * y->nb[1]);
+    }
+    // xt: [T + pads, IC/groups, groups], time innermost as im2col reads it; cols: [K*IC/groups,
+    // T_out, groups], row ic*K + k, which is the file's weight order.
+    ggml_tensor * xt = ggml_pad_ext(ctx, ggml_cont(ctx, ggml_transpose(ctx, x)), pad_left, pad_right, 0, 0, 0, 0, 0, 0);
+    xt = ggml_reshape_3d(ctx, xt, xt->ne[0], in_ch / groups, groups);
+    ggml_tensor * cols = ggml_im2col(ctx, weight, xt, 1, 0, 0, 0, dilation, 0, false, GGML_TYPE_F32);
+    ggml_tensor * w = ggml_reshape_3d(ctx, weight, kernel * (in_ch / groups), out_ch / groups, groups);
+    ggml_tensor * y = ggml_mul_mat(ctx, w, cols);  // [OC/groups, T_out, groups]
+    y = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, y, 0, 2, 1, 3)), out_ch, t_out);
+    return bias ? ggml_add(ctx, y, bias) : y;
+}
+
+ggml_tensor * group_norm_one(ggml_context * ctx, ggml_tensor * x, ggml_tensor * weight, ggml_tensor * bias,
+                             float eps) {
+    ggml_tensor * flat = ggml_norm(ctx, ggml_reshape_1d(ctx, ggml_cont(ctx, x), ggml_nelements(x)), eps);
+    ggml_tensor * y = ggml_reshape_2d(ctx, flat, x->ne[0], x->ne[1]);
+    return ggml_add(ctx, ggml_mul(ctx, y, weight), bias);
+}
+
+ggml_tensor * gelu_tanh(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt) {
+    if (!opt.stock_ops) return ov_gelu_tanh(ctx, x);
+    // x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
+    ggml_tensor * inner = ggml_add(ctx, x, ggml_scale(ctx, ggml_mul(ctx, ggml_sqr(ctx, x), x), 0.044715f));
+    ggml_tensor * t = ggml_tanh(ctx, ggml_scale(ctx, inner, 0.79788456080286536f));
+    return ggml_mul(ctx, ggml_scale(ctx, x, 0.5f), ggml_scale_bias(ctx, t, 1.0f, 1.0f));
+}
+
+ggml_tensor * mish(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt) {
+    if (!opt.stock_ops) return ov_mish(ctx, x);
+    return ggml_mul(ctx, x, ggml_tanh(ctx, ggml_softplus(ctx, x)));
+}
+
+std::vector<float> istft_basis(const float * window, int n_fft) {
+    const int n_bins = n_fft / 2 + 1;
+    std::vector<float> basis((size_t) n_fft * 2 * n_bins);
+    const double two_pi = 2.0 * 3.14159265358979323846;
+    for (int n = 0; n < n_fft; ++n) {
+        float * row = basis.data() + (size_t) n * 2 * n_bins;
+        for (int k = 0; k < n_bins; ++k) {
+            // Bins 1..n_fft/2-1 stand for their conjugate mirror too; k*n reduced mod n_fft keeps
+            // the angle exact.
+            const bool edge = k == 0 || 2 * k == n_fft;
+            const double scale = (edge ? 1.0 : 2.0) * window[n] / n_fft;
+            const double angle = two_pi * (double) (((int64_t) k * n) % n_fft) / n_fft;
+            row[k] = (float) (scale * std::cos(angle));
+            row[n_bins + k] = edge ? 0.0f : (float) (-scale * std::sin(angle));
+        }
+    }
+    return basis;
+}
+
+void Istft::load(GGUFFile & file, DerivedWeights & derived, const std::string & window_name, int n_fft_, int hop_) {
+    if (n_fft_ < 2 || n_fft_ % 2 != 0 || hop_ < 1 || hop_ > n_fft_) {
+        throw ModelFormatError("ISTFT needs an even n_fft >= 2 and 1 <= hop <= n_fft, got n_fft " +
+                               std::to_string(n_fft_) + ", hop " + std::to_string(hop_));
+    }
+    ggml_tensor * window = file.tensor(window_name, {n_fft_}, {GGML_TYPE_F32});
+    const int n_bins = n_fft_ / 2 + 1;
+    basis = derived.computed(window, 2 * n_bins, n_fft_, [n_fft_](const float * w, float * dst) {
+        const std::vector<float> b = istft_basis(w, n_fft_);
+        std::copy(b.begin(), b.end(), dst);
+    });
+    window_sq = derived.computed(window, n_fft_, 1, [n_fft_](const float * w, float * dst) {
+        for (int n = 0; n < n_fft_; ++n) dst[n] = w[n] * w[n];
+    });
+    n_fft = n_fft_;
+    hop = hop_;
+}
+
+ggml_tensor * Istft::forward(ggml_context * ctx, ggml_tensor * spec, const GraphOptions & opt) const {
+    return istft(ctx, spec, basis, window_sq, hop, opt);
+}
+
+ggml_tensor * istft(ggml_context * ctx, ggml_tensor * spec, ggml_tensor * basis, ggml_tensor * window_sq, int hop,
+                    const GraphOptions & opt) {
+    const int64_t n_fft = basis->ne[1], n_frames = spec->ne[1];
+    const int64_t n_out = (n_frames - 1) * hop;
+    // frames: [n_fft, T], each windowed; env_cols: the squared window once per frame
+    ggml_tensor * frames = ggml_mul_mat(ctx, basis, spec);
+    ggml_tensor * env_cols = ggml_repeat(ctx, ggml_reshape_2d(ctx, window_sq, n_fft, 1), frames);
+    const auto overlap_add = [&](ggml_tensor * cols) {
+        ggml_tensor * y = opt.stock_ops ? ggml_col2im_1d(ctx, cols, hop, 1, (int) (n_fft / 2))
+                                        : ov_fold_1d(ctx, cols, nullptr, 1, hop, (int) (n_fft / 2), n_out);
+        return ggml_reshape_1d(ctx, y, n_out);
+    };
+    // torch.istft refuses an envelope under 1e-11 anywhere in the crop; a Hann window at a hop of
+    // n_fft/4 (the vocoder's) overlap-adds to 1.5 everywhere there.
+    return ggml_div(ctx, overlap_add(frames), overlap_add(env_cols));
 }
 
 ggml_tensor * gelu_erf(ggml_context * ctx, ggml_tensor * x, ggml_tensor * bias, const GraphOptions & opt) {

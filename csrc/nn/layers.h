@@ -12,6 +12,7 @@
 // Each layer struct holds its weights, looked up by exact checkpoint name with strict shapes, and
 // builds its graph.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,10 @@ public:
     // Tensors of one type laid end to end -> 1-D, all their elements (e.g. one Q/K/V projection
     // from three Linears: reshape the weights' concatenation to [in, 3 * out]).
     ggml_tensor * concat(const std::vector<ggml_tensor *> & parts);
+    // An F32 [ne0, ne1] table computed on the host from an F32 source's values by `fill(src, dst)`
+    // (e.g. the ISTFT's inverse-DFT basis from its window).
+    ggml_tensor * computed(ggml_tensor * src, int64_t ne0, int64_t ne1,
+                           std::function<void(const float * src, float * dst)> fill);
 
     bool stock_ops() const { return stock_ops_; }
 
@@ -52,12 +57,14 @@ public:
 
 private:
     // A 3-axis weight permuted (dst axis i = src axis perm[i], innermost first), the
-    // concatenation of `parts` when there are any, or else Snake's reciprocal.
+    // concatenation of `parts` when there are any, `fill`'s table when set, or else Snake's
+    // reciprocal.
     struct Job {
         ggml_tensor * src;
         ggml_tensor * dst;
         std::vector<int> perm;
         std::vector<ggml_tensor *> parts;
+        std::function<void(const float *, float *)> fill;
     };
     ggml_tensor * add(ggml_tensor * src, ggml_type type, int64_t ne0, int64_t ne1, std::vector<int> perm);
 
@@ -156,6 +163,62 @@ struct LayerNorm {
     ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt,
                           ggml_tensor * residual = nullptr, ggml_tensor * x_bias = nullptr) const;
 };
+
+// nn.Conv1d(in, out, kernel_size, groups=groups, dilation, bias) with padding (pad_left,
+// pad_right), stride 1: depthwise (groups = in = out) is ov_conv_1d_dw; groups whose output
+// channels fill whole vectors (Sopro's DiT: 16 of 32) are ov_conv_1d_direct with groups; others
+// and the stock path are ggml_pad_ext + im2col + one mul_mat batched over the groups.
+struct GroupedConv1d {
+    // [C, K] when depthwise, [OC, K*IC/groups] when direct, else the file's [K, IC/groups, OC]
+    ggml_tensor * weight = nullptr;
+    ggml_tensor * bias = nullptr;  // [OC], or null
+    enum class Kind { depthwise, direct, im2col } kind = Kind::im2col;
+    int64_t in_ch = 0, out_ch = 0;
+    int groups = 1, kernel = 1, pad_left = 0, pad_right = 0, dilation = 1;
+
+    void load(GGUFFile & file, DerivedWeights & derived, const std::string & prefix, int64_t in_ch, int64_t out_ch,
+              int groups, int kernel, int pad_left, int pad_right, int dilation, bool has_bias = true);
+    // x: [IC, T] -> [OC, T + pad_left + pad_right - dilation*(K-1)]
+    ggml_tensor * forward(ggml_context * ctx, ggml_tensor * x) const;
+};
+
+// nn.GroupNorm(1, C): all of x normalised together (ggml_norm over the flattened tensor, sums in
+// double), then weight and bias per channel ([C] each). Stock ops only, for every backend.
+// x: [C, T] -> [C, T]
+ggml_tensor * group_norm_one(ggml_context * ctx, ggml_tensor * x, ggml_tensor * weight, ggml_tensor * bias,
+                             float eps);
+
+// nn.GELU(approximate="tanh"): ov_gelu_tanh, or composed of ggml_tanh and arithmetic when stock
+// (never ggml_gelu, an fp16 table on the CPU).
+ggml_tensor * gelu_tanh(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt);
+
+// nn.Mish: ov_mish, or x * tanh(ggml_softplus(x)) when stock.
+ggml_tensor * mish(ggml_context * ctx, ggml_tensor * x, const GraphOptions & opt);
+
+// torch.istft(spec, n_fft, hop, window=window, center=True) of a one-sided spectrum: an
+// inverse-DFT matmul (window and 1/n_fft folded into the basis), overlap-add at `hop` with
+// n_fft/2 cropped from each end (ov_fold_1d, or ggml_col2im_1d when stock), divided by the
+// overlap-added squared window.
+struct Istft {
+    ggml_tensor * basis = nullptr;      // [2*(n_fft/2+1), n_fft], from istft_basis
+    ggml_tensor * window_sq = nullptr;  // [n_fft], the window squared
+    int n_fft = 0, hop = 0;
+
+    // window: the checkpoint's F32 [n_fft] (e.g. a periodic Hann).
+    void load(GGUFFile & file, DerivedWeights & derived, const std::string & window_name, int n_fft, int hop);
+    // spec: [2*(n_fft/2+1), T], real parts of bins 0..n_fft/2 then imaginary parts -> [(T-1)*hop]
+    ggml_tensor * forward(ggml_context * ctx, ggml_tensor * spec, const GraphOptions & opt) const;
+};
+
+// The inverse real DFT of n_fft points times `window`, as mul_mat's [2F, n_fft] (F = n_fft/2+1),
+// row-major n_fft rows of 2F: frame[n] = sum_j basis[n][j] * spec[j]. The imaginary parts of bins
+// 0 and n_fft/2 get zero weight, as irfft ignores them. Computed in double.
+std::vector<float> istft_basis(const float * window, int n_fft);
+
+// The ISTFT graph on given tensors (Istft::forward; the testing hooks give it host-made tables).
+// spec: [2F, T], basis: [2F, n_fft], window_sq: [n_fft] -> [(T-1)*hop]
+ggml_tensor * istft(ggml_context * ctx, ggml_tensor * spec, ggml_tensor * basis, ggml_tensor * window_sq, int hop,
+                    const GraphOptions & opt);
 
 // GELU (erf form) of x + bias (bias: [C] or null): ov_gelu_erf, or ggml_gelu_erf when stock.
 // x: [C, T] -> [C, T]

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "activation.h"
 #include "attention.h"
 #include "bindings/registry.h"
 #include "custom_op.h"
@@ -120,6 +121,60 @@ py::array conv1d(const F32Array & x, const F32Array & weight, std::optional<F32A
     return run(ctx.get(), y, n_threads, inputs);
 }
 
+// GroupedConv1d (depthwise, grouped or dense) on x (T, IC) with PyTorch's weight (OC, IC/groups,
+// K) and optional bias (OC,), padded (pad_left, pad_right): impl "own" (our op for the shape, as
+// the loader picks it) or "stock" (pad + im2col + batched mul_mat).
+py::array grouped_conv1d(const F32Array & x, const F32Array & weight, std::optional<F32Array> bias, int groups,
+                         int pad_left, int pad_right, int dilation, const std::string & impl, int n_threads) {
+    if (x.ndim() != 2 || weight.ndim() != 3 || x.size() == 0 || weight.size() == 0 || groups < 1 ||
+        x.shape(1) % groups != 0 || weight.shape(0) % groups != 0 || weight.shape(1) * groups != x.shape(1) ||
+        pad_left < 0 || pad_right < 0 || dilation < 1) {
+        throw ov::InvalidInput("grouped_conv1d: need x (T, IC), weight (OC, IC/groups, K), groups dividing IC and "
+                               "OC, pads >= 0, dilation >= 1");
+    }
+    if (impl != "own" && impl != "stock") throw ov::InvalidInput("grouped_conv1d: impl must be 'own' or 'stock'");
+    const int64_t n_t = x.shape(0), ic = x.shape(1), oc = weight.shape(0), icg = weight.shape(1), k = weight.shape(2);
+    if (n_t + pad_left + pad_right - dilation * (k - 1) < 1) {
+        throw ov::InvalidInput("grouped_conv1d: input shorter than the kernel");
+    }
+    if (bias && (bias->ndim() != 1 || bias->shape(0) != oc)) throw ov::InvalidInput("grouped_conv1d: bias must be (OC,)");
+    ov::GroupedConv1d conv;
+    conv.in_ch = ic;
+    conv.out_ch = oc;
+    conv.groups = groups;
+    conv.kernel = (int) k;
+    conv.pad_left = pad_left;
+    conv.pad_right = pad_right;
+    conv.dilation = dilation;
+    using Kind = ov::GroupedConv1d::Kind;
+    conv.kind = impl == "stock"                                      ? Kind::im2col
+                : groups == ic && groups == oc                       ? Kind::depthwise
+                : (oc / groups) % OV_DIRECT_CONV_LANES == 0          ? Kind::direct
+                                                                     : Kind::im2col;
+    // Our ops' layout [OC, K*IC/groups] (numpy (K*IC/groups, OC)), or the file's as it is.
+    std::vector<float> rearranged;
+    const float * w = weight.data();
+    if (conv.kind != Kind::im2col) {
+        rearranged.resize(weight.size());
+        for (int64_t o = 0; o < oc; ++o) {
+            for (int64_t i = 0; i < icg; ++i) {
+                for (int64_t j = 0; j < k; ++j) rearranged[(j * icg + i) * oc + o] = w[(o * icg + i) * k + j];
+            }
+        }
+        w = rearranged.data();
+    }
+    ContextPtr ctx = new_context(32);
+    ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, ic, n_t);
+    conv.weight = conv.kind == Kind::im2col ? ggml_new_tensor_3d(ctx.get(), GGML_TYPE_F32, k, icg, oc)
+                                            : ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, oc, k * icg);
+    std::vector<std::pair<ggml_tensor *, const void *>> inputs = {{xt, x.data()}, {conv.weight, w}};
+    if (bias) {
+        conv.bias = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, oc);
+        inputs.push_back({conv.bias, bias->data()});
+    }
+    return run(ctx.get(), ggml_cont(ctx.get(), conv.forward(ctx.get(), xt)), n_threads, inputs);
+}
+
 // Throws unless x is (T, C) with T, C >= 1 and every vector in `per_channel` is (C,).
 void check_tc(const char * op, const F32Array & x, std::initializer_list<const F32Array *> per_channel) {
     bool ok = x.ndim() == 2 && x.size() > 0;
@@ -171,6 +226,59 @@ py::array norm(const F32Array & x, const F32Array & weight, const F32Array & bia
     ggml_tensor * y = over_time ? ov_channel_norm(ctx.get(), xt, wt, bt, eps)
                                 : ov_layer_norm(ctx.get(), xt, wt, bt, eps, rt, xbt);
     return run(ctx.get(), y, n_threads, inputs);
+}
+
+// tanh-GELU or Mish of x (T, C), our op or the stock composition.
+py::array activation(const F32Array & x, const std::string & kind, bool stock, int n_threads) {
+    check_tc(kind.c_str(), x, {});
+    ContextPtr ctx = new_context();
+    ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, x.shape(1), x.shape(0));
+    ov::GraphOptions opt;
+    opt.stock_ops = stock;
+    ggml_tensor * y = kind == "gelu_tanh" ? ov::gelu_tanh(ctx.get(), xt, opt) : ov::mish(ctx.get(), xt, opt);
+    return run(ctx.get(), y, n_threads, {{xt, x.data()}});
+}
+
+// GroupNorm(1, C) of x (T, C) with weight and bias (C,).
+py::array group_norm_one(const F32Array & x, const F32Array & weight, const F32Array & bias, float eps,
+                         int n_threads) {
+    check_tc("group_norm_one", x, {&weight, &bias});
+    ContextPtr ctx = new_context();
+    ggml_tensor * xt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, x.shape(1), x.shape(0));
+    ggml_tensor * wt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, x.shape(1));
+    ggml_tensor * bt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, x.shape(1));
+    return run(ctx.get(), ov::group_norm_one(ctx.get(), xt, wt, bt, eps), n_threads,
+               {{xt, x.data()}, {wt, weight.data()}, {bt, bias.data()}});
+}
+
+// torch.istft (centred) of the one-sided spectrum real + i imag, each (T, n_fft/2+1), with
+// window (n_fft,) at hop -> ((T-1)*hop,).
+py::array istft(const F32Array & real, const F32Array & imag, const F32Array & window, int hop, bool stock,
+                int n_threads) {
+    const int64_t n_fft = window.ndim() == 1 ? window.shape(0) : 0;
+    if (real.ndim() != 2 || imag.ndim() != 2 || real.shape(0) < 2 || real.shape(1) != n_fft / 2 + 1 ||
+        imag.shape(0) != real.shape(0) || imag.shape(1) != real.shape(1) || n_fft < 2 || n_fft % 2 != 0 ||
+        hop < 1 || hop > n_fft) {
+        throw ov::InvalidInput("istft: need real and imag (T >= 2, n_fft/2+1), window (n_fft,) with n_fft even, "
+                               "1 <= hop <= n_fft");
+    }
+    const int64_t n_frames = real.shape(0), n_bins = real.shape(1);
+    std::vector<float> spec(n_frames * 2 * n_bins), window_sq(n_fft);
+    for (int64_t t = 0; t < n_frames; ++t) {
+        std::memcpy(&spec[t * 2 * n_bins], real.data() + t * n_bins, n_bins * sizeof(float));
+        std::memcpy(&spec[t * 2 * n_bins + n_bins], imag.data() + t * n_bins, n_bins * sizeof(float));
+    }
+    for (int64_t n = 0; n < n_fft; ++n) window_sq[n] = window.data()[n] * window.data()[n];
+    const std::vector<float> basis = ov::istft_basis(window.data(), (int) n_fft);
+    ContextPtr ctx = new_context(32);
+    ggml_tensor * st = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, 2 * n_bins, n_frames);
+    ggml_tensor * bt = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, 2 * n_bins, n_fft);
+    ggml_tensor * wt = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, n_fft);
+    ov::GraphOptions opt;
+    opt.stock_ops = stock;
+    ggml_tensor * y = ov::istft(ctx.get(), st, bt, wt, hop, opt);
+    py::array out = run(ctx.get(), y, n_threads, {{st, spec.data()}, {bt, basis.data()}, {wt, window_sq.data()}});
+    return out.attr("reshape")(-1);
 }
 
 // Residual VQ encode of x (T, hidden) with n_q codebooks: w_in (n_q, dim, hidden), b_in (n_q, dim),
@@ -446,6 +554,24 @@ void bind_ops(py::module_ & m) {
           "Affine normalisation of x (T, C): over C per step (LayerNorm, of (x + x_bias) + residual when "
           "given) or, with over_time, over T per channel (GroupNorm with a group per channel), as HuBERT runs "
           "them (for tests).");
+    m.def("op_grouped_conv1d", &grouped_conv1d, "x"_a, "weight"_a, "bias"_a = py::none(), "groups"_a = 1,
+          "pad_left"_a = 0, "pad_right"_a = 0, "dilation"_a = 1, "impl"_a = "own", "n_threads"_a = 2,
+          "nn.Conv1d with groups on x (T, IC), weight (OC, IC/groups, K), padded (pad_left, pad_right), stride 1 "
+          "-> (T_out, OC): impl 'own' (depthwise op, direct op with groups, or im2col as the loader picks) or "
+          "'stock' (pad + im2col + batched mul_mat) (for tests).");
+    m.def(
+        "op_gelu_tanh", [](const F32Array & x, bool stock, int n_threads) { return activation(x, "gelu_tanh", stock, n_threads); },
+        "x"_a, "stock"_a = false, "n_threads"_a = 2,
+        "GELU, tanh form, of x (T, C): our op or, with stock, composed of ggml_tanh (for tests).");
+    m.def(
+        "op_mish", [](const F32Array & x, bool stock, int n_threads) { return activation(x, "mish", stock, n_threads); },
+        "x"_a, "stock"_a = false, "n_threads"_a = 2,
+        "Mish x * tanh(softplus(x)) of x (T, C): our op or, with stock, composed of ggml_softplus (for tests).");
+    m.def("op_group_norm_one", &group_norm_one, "x"_a, "weight"_a, "bias"_a, "eps"_a, "n_threads"_a = 2,
+          "GroupNorm(1, C) of x (T, C) with weight and bias (C,) (for tests).");
+    m.def("op_istft", &istft, "real"_a, "imag"_a, "window"_a, "hop"_a, "stock"_a = false, "n_threads"_a = 2,
+          "torch.istft(center=True) of real + i imag (T, n_fft/2+1) with window (n_fft,) at hop -> ((T-1)*hop,): "
+          "inverse-DFT matmul + ov_fold_1d or, with stock, ggml_col2im_1d (for tests).");
     m.def("op_rvq_encode", &rvq_encode, "x"_a, "w_in"_a, "b_in"_a, "embed"_a, "w_out"_a, "b_out"_a, "n_threads"_a = 2,
           "Residual VQ encode of x (T, hidden) through n_q codebooks (project_in (n_q, dim, hidden) + (n_q, dim), "
           "embed (n_q, size, dim), project_out (n_q, hidden, dim) + (n_q, hidden)) -> codes (n_q, T), as the "
