@@ -209,6 +209,31 @@ class testing:
         n_threads: int = 2,
     ) -> np.ndarray: ...
     @staticmethod
+    def op_grouped_conv1d(
+        x: npt.ArrayLike,
+        weight: npt.ArrayLike,
+        bias: Optional[npt.ArrayLike] = None,
+        groups: int = 1,
+        pad_left: int = 0,
+        pad_right: int = 0,
+        dilation: int = 1,
+        impl: str = "own",
+        n_threads: int = 2,
+    ) -> np.ndarray: ...
+    @staticmethod
+    def op_gelu_tanh(x: npt.ArrayLike, stock: bool = False, n_threads: int = 2) -> np.ndarray: ...
+    @staticmethod
+    def op_mish(x: npt.ArrayLike, stock: bool = False, n_threads: int = 2) -> np.ndarray: ...
+    @staticmethod
+    def op_group_norm_one(
+        x: npt.ArrayLike, weight: npt.ArrayLike, bias: npt.ArrayLike, eps: float, n_threads: int = 2
+    ) -> np.ndarray: ...
+    @staticmethod
+    def op_istft(
+        real: npt.ArrayLike, imag: npt.ArrayLike, window: npt.ArrayLike, hop: int, stock: bool = False,
+        n_threads: int = 2,
+    ) -> np.ndarray: ...
+    @staticmethod
     def op_gelu_erf(x: npt.ArrayLike, bias: Optional[npt.ArrayLike] = None, n_threads: int = 2) -> np.ndarray: ...
     @staticmethod
     def op_norm(
