@@ -37,8 +37,10 @@ public:
     // The same with a shape known only at run time.
     ggml_tensor * tensor(const std::string & name, const std::vector<int64_t> & ne,
                          const std::vector<ggml_type> & types);
-    // Throws if some tensor of the file was never requested through tensor().
-    void check_all_consumed() const;
+    // Throws if some tensor of the file was never requested through tensor(); with `prefixes`,
+    // only among the tensors whose names start with one of them (the stages a model loads of a
+    // file that holds more).
+    void check_all_consumed(const std::vector<std::string> & prefixes = {}) const;
 
     uint32_t get_u32(const std::string & key) const;
     // A u32 that counts parts each with tensors of their own (layers, quantizers, blocks): at
