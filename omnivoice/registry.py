@@ -41,6 +41,8 @@ _STRING, _ARRAY = 8, 9
 # GGUF value type -> bytes of one value (the scalar types).
 _SCALAR_SIZE = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 # Keys read before giving up: general.architecture comes first in every writer's files.
+# Read by hand, not by gguf.GGUFReader, which parses every key and tensor entry first: on the
+# full-size BF16 LM (151k vocabulary strings) 0.18 s against 0.2 ms for this walk to the first key.
 _MAX_KEYS = 4096
 
 
